@@ -1,0 +1,19 @@
+import { guardFor, IdempotencyError, type IdempotencyErrorOptions } from './IdempotencyError.js';
+
+/** The idempotency key is empty, too long, or holds characters outside printable ASCII. */
+export class InvalidKeyError extends IdempotencyError {
+  /** Why the key was refused, e.g. `'empty'` or `'too_long'`. */
+  readonly reason: 'missing' | 'empty' | 'too_long' | 'invalid_character';
+
+  constructor(
+    reason: InvalidKeyError['reason'],
+    message: string,
+    options?: IdempotencyErrorOptions,
+  ) {
+    super('INVALID_KEY', message, options);
+    this.name = 'InvalidKeyError';
+    this.reason = reason;
+  }
+}
+
+export const isInvalidKeyError = guardFor<InvalidKeyError>('INVALID_KEY');
