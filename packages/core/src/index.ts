@@ -1,11 +1,36 @@
 export { type Clock, systemClock, type TimerHandle } from './Clock.js';
+export { canonicalJson } from './canonicalJson.js';
+export {
+  createIdempotency,
+  type ExecuteRequest,
+  type ExecuteResult,
+  type HandlerContext,
+  type Idempotency,
+  type IdempotencyEvent,
+  type IdempotencyEventType,
+  type IdempotencyOptions,
+  type IdempotencySettings,
+  type InProgressWait,
+  resolveSettings,
+  wasReplayed,
+} from './createIdempotency.js';
+export {
+  defaultErrorPolicy,
+  type ErrorDecision,
+  type ErrorPolicy,
+  type ErrorPolicyOption,
+  ReplayedError,
+  resolveErrorPolicy,
+} from './errorPolicy.js';
 export * from './errors/index.js';
+export { fingerprint, sha256Hex } from './fingerprint.js';
 export type {
   ClaimRequest,
   ClaimResult,
   IdempotencyStore,
   SweepOptions,
 } from './IdempotencyStore.js';
+export { type Lease, type LeaseOptions, startLease } from './lease.js';
 export { type ManualClock, manualClock } from './manualClock.js';
 export {
   type ClaimDecision,
@@ -20,3 +45,11 @@ export {
   type StoredError,
   type StoredOutcome,
 } from './record.js';
+export { type BackoffOptions, backoffDelay } from './retry/backoff.js';
+export { type Random, seededRandom } from './retry/Random.js';
+export { RetryBudget, type RetryBudgetOptions, type RetryKind } from './retry/RetryBudget.js';
+export { parseRetryAfter } from './retry/retryAfter.js';
+export { type Serializer, taggedJsonSerializer } from './serializer.js';
+export { sha256HexSync } from './sha256Sync.js';
+export { type MemoryStore, type MemoryStoreOptions, memoryStore } from './testing/memoryStore.js';
+export { MAX_KEY_LENGTH, validateKey } from './validateKey.js';

@@ -1,0 +1,191 @@
+/**
+ * Canonical JSON: one text for one value, whatever order its keys were written in, so
+ * that two requests that mean the same thing get the same fingerprint.
+ *
+ * The output is JSON, written with these rules:
+ *
+ * - **Object keys** are sorted by UTF-16 code unit order (what `Array.prototype.sort`
+ *   does with strings), with no whitespace. Only own enumerable string keys count, as in
+ *   `JSON.stringify`; symbol keys are ignored.
+ * - **Strings** (values and keys) are escaped by `JSON.stringify`, so a lone surrogate
+ *   becomes `\udxxx` instead of being lost when the text is encoded as UTF-8.
+ * - **Values JSON cannot hold** (`undefined`, functions, symbols): omitted as object
+ *   properties and `null` as array elements, exactly as `JSON.stringify` does; anywhere
+ *   else (the top level, `Map` keys and values, `Set` elements) they become
+ *   `{"$undefined":true}`.
+ * - **Numbers**: finite numbers as `JSON.stringify` writes them; `-0` is written `0`
+ *   (it equals `0`, and an input should not change meaning because of a sign bit);
+ *   `NaN`, `Infinity` and `-Infinity` become `{"$number":"NaN"}`,
+ *   `{"$number":"Infinity"}` and `{"$number":"-Infinity"}`.
+ * - **`Date`** becomes `{"$date":"<toISOString()>"}`; an invalid date `{"$date":null}`.
+ * - **`BigInt`** becomes `{"$bigint":"123"}` (decimal digits).
+ * - **`Map`** becomes `{"$map":[[key,value],…]}`, entries sorted by the canonical text of
+ *   the key (then of the value), so insertion order does not matter.
+ * - **`Set`** becomes `{"$set":[…]}`, elements sorted by their canonical text.
+ * - **Boxed primitives** (`new String('a')`) are unboxed, as `JSON.stringify` does.
+ * - **Other objects with `toJSON`** are replaced by `toJSON(key)` once, as
+ *   `JSON.stringify` does; other objects (class instances included) are written as their
+ *   own enumerable properties.
+ * - **Cycles** throw `UnserializableValueError` with the path of the repeating reference
+ *   (like `/a/0/b`). An object referenced twice without a cycle is simply written twice.
+ *
+ * The `$`-tags are not escaped: canonical JSON is only ever hashed, never parsed back, so
+ * a user object `{"$date":"…"}` sharing its text with a `Date` only means both requests
+ * carried the same information.
+ */
+import { UnserializableValueError } from './errors/UnserializableValueError.js';
+
+const UNDEFINED_TAG = '{"$undefined":true}';
+
+/** The objects on the way from the root to the current value, with their paths. */
+type Ancestors = Map<object, string>;
+
+/** Deterministic canonical JSON for fingerprints. See the module comment for the rules. */
+export function canonicalJson(value: unknown): string {
+  return write(value, '', '', new Map()) ?? UNDEFINED_TAG;
+}
+
+/**
+ * Returns the canonical text of `value`, or `undefined` for a value JSON would drop
+ * (undefined, a function, a symbol), leaving each caller to decide what the gap becomes.
+ */
+function write(
+  value: unknown,
+  key: string,
+  path: string,
+  ancestors: Ancestors,
+): string | undefined {
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      return writeNumber(value);
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'bigint':
+      return `{"$bigint":${JSON.stringify(value.toString())}}`;
+    case 'undefined':
+    case 'function':
+    case 'symbol':
+      return undefined;
+  }
+  if (value === null) return 'null';
+
+  let object = value as object;
+  const toJSON = (object as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function' && !isTaggedType(object)) {
+    // Like JSON.stringify: toJSON is applied once per position, and its result is
+    // written as it is (an object's own toJSON is not called again).
+    const replacement: unknown = toJSON.call(object, key);
+    if (replacement === null || typeof replacement !== 'object') {
+      return write(replacement, key, path, ancestors);
+    }
+    object = replacement;
+  }
+
+  const ancestorPath = ancestors.get(object);
+  if (ancestorPath !== undefined) {
+    throw new UnserializableValueError(
+      path,
+      `Cannot fingerprint a value with a cycle: ${path || '/'} refers back to ` +
+        `${ancestorPath || 'the root'}. Pass plain data (a tree): copy the fields the ` +
+        'request needs into a new object instead of passing a linked structure.',
+    );
+  }
+  ancestors.set(object, path);
+  try {
+    return writeObject(object, path, ancestors);
+  } finally {
+    ancestors.delete(object);
+  }
+}
+
+/** Types with a tag of their own, whose `toJSON` (Date's) is not used. */
+function isTaggedType(object: object): boolean {
+  return (
+    object instanceof Date ||
+    object instanceof Map ||
+    object instanceof Set ||
+    object instanceof Number ||
+    object instanceof String ||
+    object instanceof Boolean ||
+    object instanceof BigInt
+  );
+}
+
+function writeNumber(value: number): string {
+  if (Number.isFinite(value)) return Object.is(value, -0) ? '0' : JSON.stringify(value);
+  return `{"$number":"${Number.isNaN(value) ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity'}"}`;
+}
+
+function writeObject(object: object, path: string, ancestors: Ancestors): string | undefined {
+  if (object instanceof Date) {
+    const time = object.getTime();
+    return `{"$date":${Number.isNaN(time) ? 'null' : JSON.stringify(object.toISOString())}}`;
+  }
+  if (object instanceof Map) {
+    const entries = [...object].map(([entryKey, entryValue], index) => {
+      const entryPath = `${path}/${segmentForMapKey(entryKey, index)}`;
+      return [
+        write(entryKey, '', entryPath, ancestors) ?? UNDEFINED_TAG,
+        write(entryValue, '', entryPath, ancestors) ?? UNDEFINED_TAG,
+      ] as const;
+    });
+    entries.sort(
+      ([keyA, valueA], [keyB, valueB]) => compare(keyA, keyB) || compare(valueA, valueB),
+    );
+    return `{"$map":[${entries.map(([k, v]) => `[${k},${v}]`).join(',')}]}`;
+  }
+  if (object instanceof Set) {
+    const elements = [...object].map(
+      (element, index) => write(element, '', `${path}/${index}`, ancestors) ?? UNDEFINED_TAG,
+    );
+    return `{"$set":[${elements.sort(compare).join(',')}]}`;
+  }
+  if (
+    object instanceof Number ||
+    object instanceof String ||
+    object instanceof Boolean ||
+    object instanceof BigInt
+  ) {
+    return write(object.valueOf(), '', path, ancestors);
+  }
+  if (Array.isArray(object)) {
+    const items: string[] = [];
+    for (let index = 0; index < object.length; index++) {
+      items.push(write(object[index], String(index), `${path}/${index}`, ancestors) ?? 'null');
+    }
+    return `[${items.join(',')}]`;
+  }
+  return writeProperties(object, path, ancestors);
+}
+
+function writeProperties(object: object, path: string, ancestors: Ancestors): string {
+  const members: string[] = [];
+  for (const name of Object.keys(object).sort(compare)) {
+    const text = write(
+      (object as Record<string, unknown>)[name],
+      name,
+      `${path}/${escapeSegment(name)}`,
+      ancestors,
+    );
+    if (text !== undefined) members.push(`${JSON.stringify(name)}:${text}`);
+  }
+  return `{${members.join(',')}}`;
+}
+
+/** UTF-16 code unit order, which is what `<` does on strings. */
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** JSON Pointer escaping (RFC 6901), so a key containing `/` cannot fake a deeper path. */
+function escapeSegment(segment: string): string {
+  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+function segmentForMapKey(key: unknown, index: number): string {
+  return typeof key === 'string' || typeof key === 'number' || typeof key === 'bigint'
+    ? escapeSegment(String(key))
+    : `<entry ${index}>`;
+}

@@ -1,0 +1,253 @@
+import { UnserializableValueError } from './errors/UnserializableValueError.js';
+import type { JsonValue } from './record.js';
+
+/**
+ * Turns what a procedure returned into JSON a store can keep, and back. A replay hands
+ * the client `deserialize(serialize(value))`, so a serializer decides which types a
+ * replayed response keeps.
+ */
+export interface Serializer {
+  /** Throws `UnserializableValueError` (with a path) for a value it cannot keep. */
+  serialize(value: unknown): JsonValue;
+  deserialize(json: JsonValue): unknown;
+}
+
+type Tag = '$date' | '$bigint' | '$map' | '$set' | '$undefined' | '$number' | '$escaped';
+
+/**
+ * A lossless JSON encoding: everything a superjson-based tRPC app returns replays as the
+ * same types. Values JSON cannot hold become an object with one `$`-tag:
+ *
+ * | value | stored as |
+ * |---|---|
+ * | `Date` | `{"$date":"2024-01-02T03:04:05.000Z"}` (`null` for an invalid date) |
+ * | `BigInt` | `{"$bigint":"123"}` |
+ * | `Map` | `{"$map":[[key,value],…]}` (insertion order) |
+ * | `Set` | `{"$set":[…]}` (insertion order) |
+ * | `undefined` (top level, property, array element or hole) | `{"$undefined":true}` |
+ * | `NaN`, `Infinity`, `-Infinity`, `-0` | `{"$number":"NaN"}` etc. |
+ * | a user object with exactly one key, starting with `$` | `{"$escaped":{…}}` |
+ *
+ * The escape makes the encoding unambiguous: any plain data round-trips exactly, even
+ * `{"$date":"not a tag"}`. Array holes come back as `undefined` elements, boxed
+ * primitives come back unboxed, and an object referenced twice comes back as two equal
+ * copies. Other objects are stored the way `JSON.stringify` writes them (`toJSON()`, or
+ * their own enumerable properties) and come back as plain objects. Cycles, functions and
+ * symbols throw `UnserializableValueError`.
+ */
+export const taggedJsonSerializer: Serializer = {
+  serialize: (value) => encode(value, '', new Set()),
+  deserialize: (json) => decode(json, ''),
+};
+
+function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      if (Number.isNaN(value)) return { $number: 'NaN' };
+      if (value === Number.POSITIVE_INFINITY) return { $number: 'Infinity' };
+      if (value === Number.NEGATIVE_INFINITY) return { $number: '-Infinity' };
+      return Object.is(value, -0) ? { $number: '-0' } : value;
+    case 'bigint':
+      return { $bigint: value.toString() };
+    case 'undefined':
+      return { $undefined: true };
+    case 'function':
+    case 'symbol':
+      throw new UnserializableValueError(
+        path,
+        `Cannot store a ${typeof value} at ${path || 'the top level'}: an idempotent ` +
+          'procedure must return data that can replay. Return plain data (objects, arrays, ' +
+          'strings, numbers, Date, BigInt, Map, Set) instead.',
+      );
+  }
+  if (value === null) return null;
+
+  let object = value as object;
+  if (
+    object instanceof Number ||
+    object instanceof String ||
+    object instanceof Boolean ||
+    object instanceof BigInt
+  ) {
+    return encode(object.valueOf(), path, ancestors);
+  }
+  const toJSON = (object as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function' && !(object instanceof Date)) {
+    const replacement: unknown = toJSON.call(object, '');
+    if (replacement === null || typeof replacement !== 'object') {
+      return encode(replacement, path, ancestors);
+    }
+    object = replacement;
+  }
+
+  if (ancestors.has(object)) {
+    throw new UnserializableValueError(
+      path,
+      `Cannot store a value with a cycle: ${path} refers back to one of its ancestors. ` +
+        'An idempotent procedure must return plain data (a tree): copy the fields the ' +
+        'response needs into a new object.',
+    );
+  }
+  ancestors.add(object);
+  try {
+    return encodeObject(object, path, ancestors);
+  } finally {
+    ancestors.delete(object);
+  }
+}
+
+function encodeObject(object: object, path: string, ancestors: Set<object>): JsonValue {
+  if (object instanceof Date) {
+    const time = object.getTime();
+    return { $date: Number.isNaN(time) ? null : object.toISOString() };
+  }
+  if (object instanceof Map) {
+    return {
+      $map: [...object].map(([key, value], index) => [
+        encode(key, `${path}/$map/${index}/0`, ancestors),
+        encode(value, `${path}/$map/${index}/1`, ancestors),
+      ]),
+    };
+  }
+  if (object instanceof Set) {
+    return {
+      $set: [...object].map((element, index) =>
+        encode(element, `${path}/$set/${index}`, ancestors),
+      ),
+    };
+  }
+  if (Array.isArray(object)) {
+    const items: JsonValue[] = [];
+    // An index loop, not map(): map() skips holes, and a hole must come back as undefined.
+    for (let index = 0; index < object.length; index++) {
+      items.push(encode(object[index], `${path}/${index}`, ancestors));
+    }
+    return items;
+  }
+  const result: { [key: string]: JsonValue } = {};
+  const keys = Object.keys(object);
+  for (const key of keys) {
+    const value = (object as Record<string, unknown>)[key];
+    defineOwn(result, key, encode(value, `${path}/${escapeSegment(key)}`, ancestors));
+  }
+  const onlyKey = keys.length === 1 ? keys[0] : undefined;
+  return onlyKey?.startsWith('$') ? { $escaped: result } : result;
+}
+
+function decode(json: JsonValue, path: string): unknown {
+  if (json === null || typeof json !== 'object') return json;
+  if (Array.isArray(json)) return json.map((item, index) => decode(item, `${path}/${index}`));
+
+  const keys = Object.keys(json);
+  const onlyKey = keys.length === 1 ? keys[0] : undefined;
+  if (onlyKey === undefined || !onlyKey.startsWith('$')) return decodeProperties(json, path);
+
+  const payload = json[onlyKey] as JsonValue;
+  const payloadPath = `${path}/${escapeSegment(onlyKey)}`;
+  switch (onlyKey as Tag) {
+    case '$escaped':
+      if (!isPlainJsonObject(payload)) return malformed(payloadPath, 'an object');
+      return decodeProperties(payload, payloadPath);
+    case '$undefined':
+      return payload === true ? undefined : malformed(payloadPath, 'true');
+    case '$number':
+      switch (payload) {
+        case 'NaN':
+          return Number.NaN;
+        case 'Infinity':
+          return Number.POSITIVE_INFINITY;
+        case '-Infinity':
+          return Number.NEGATIVE_INFINITY;
+        case '-0':
+          return -0;
+        default:
+          return malformed(payloadPath, '"NaN", "Infinity", "-Infinity" or "-0"');
+      }
+    case '$bigint':
+      if (typeof payload !== 'string' || !/^-?\d+$/.test(payload)) {
+        return malformed(payloadPath, 'a string of decimal digits');
+      }
+      return BigInt(payload);
+    case '$date': {
+      if (payload === null) return new Date(Number.NaN);
+      const date = typeof payload === 'string' ? new Date(payload) : undefined;
+      if (!date || Number.isNaN(date.getTime())) {
+        return malformed(payloadPath, 'an ISO 8601 date string or null');
+      }
+      return date;
+    }
+    case '$map': {
+      if (!Array.isArray(payload)) return malformed(payloadPath, 'an array of [key, value] pairs');
+      const map = new Map<unknown, unknown>();
+      payload.forEach((entry, index) => {
+        if (!Array.isArray(entry) || entry.length !== 2) {
+          malformed(`${payloadPath}/${index}`, 'a [key, value] pair');
+        }
+        const [key, value] = entry as [JsonValue, JsonValue];
+        map.set(
+          decode(key, `${payloadPath}/${index}/0`),
+          decode(value, `${payloadPath}/${index}/1`),
+        );
+      });
+      return map;
+    }
+    case '$set': {
+      if (!Array.isArray(payload)) return malformed(payloadPath, 'an array');
+      return new Set(payload.map((element, index) => decode(element, `${payloadPath}/${index}`)));
+    }
+    default:
+      // serialize() escapes every one-key `$` object, so this was written by something else
+      // (or by a newer version with a tag this one does not know).
+      throw new UnserializableValueError(
+        path,
+        `Cannot deserialize ${path || 'the stored value'}: unknown tag "${onlyKey}". The ` +
+          'value was not written by taggedJsonSerializer, or by a newer version of @idem/core; ' +
+          'use the same serializer (and version) for writing and reading.',
+      );
+  }
+}
+
+function decodeProperties(json: { [key: string]: JsonValue }, path: string): object {
+  const result: Record<string, unknown> = {};
+  for (const key of Object.keys(json)) {
+    defineOwn(result, key, decode(json[key] as JsonValue, `${path}/${escapeSegment(key)}`));
+  }
+  return result;
+}
+
+function isPlainJsonObject(json: JsonValue): json is { [key: string]: JsonValue } {
+  return json !== null && typeof json === 'object' && !Array.isArray(json);
+}
+
+function malformed(path: string, expected: string): never {
+  throw new UnserializableValueError(
+    path,
+    `Cannot deserialize the tag at ${path}: expected ${expected}. The stored value was ` +
+      'changed or not written by taggedJsonSerializer.',
+  );
+}
+
+/**
+ * A plain assignment of `"__proto__"` would set the prototype instead of adding a
+ * property: data would be lost, and stored input could pollute prototypes.
+ */
+function defineOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') {
+    Object.defineProperty(target, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else {
+    target[key] = value;
+  }
+}
+
+/** JSON Pointer escaping (RFC 6901), so a key containing `/` cannot fake a deeper path. */
+function escapeSegment(segment: string): string {
+  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+}
