@@ -1,0 +1,4 @@
+export { type DrizzleStoreOptions, drizzleStore } from './drizzle/drizzleStore.js';
+export { type MigrateResult, migrate } from './drizzle/migrate.js';
+export type { PgDatabaseLike } from './drizzle/PgDatabaseLike.js';
+export { type IdempotencyKeyRow, idempotencyKeys } from './drizzle/schema.js';

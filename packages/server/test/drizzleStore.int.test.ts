@@ -1,0 +1,366 @@
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  decideClaim,
+  type IdempotencyRecord,
+  isLeaseLostError,
+  type LeaseToken,
+  manualClock,
+  type RecordStatus,
+} from '@idem/core';
+import { and, eq, sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { drizzleStore } from '../src/drizzle/drizzleStore.js';
+import { idempotencyKeys } from '../src/drizzle/schema.js';
+import { backends, connect, rows, useDatabase } from './harness.js';
+
+const LEASE_MS = 1_000;
+const TTL_MS = 60_000;
+const START = Date.UTC(2026, 0, 1, 12);
+
+const request = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
+  scope: 'user:1/orders.create',
+  key: 'key-1',
+  fingerprint: 'fp-a',
+  leaseMs: LEASE_MS,
+  ttlMs: TTL_MS,
+  ...overrides,
+});
+
+const tokenOf = (result: ClaimResult): LeaseToken => {
+  expect(result.status).toBe('claimed');
+  return { scope: result.record.scope, key: result.record.key, version: result.record.version };
+};
+
+const rejection = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+
+const date = (epochMs: number | null) => (epochMs === null ? null : new Date(epochMs));
+
+for (const backend of backends) {
+  describe(`drizzleStore on ${backend}`, () => {
+    const database = useDatabase(backend);
+    const fresh = async () => {
+      await database().truncate();
+      const clock = manualClock(START);
+      return { clock, db: database().db, store: drizzleStore(database().db, { clock }) };
+    };
+
+    /** Writes a record as-is, whatever state it is in. */
+    const seed = async (record: IdempotencyRecord) => {
+      await database()
+        .db.insert(idempotencyKeys)
+        .values({
+          ...record,
+          lockedUntil: date(record.lockedUntil),
+          createdAt: new Date(record.createdAt),
+          completedAt: date(record.completedAt),
+          expiresAt: new Date(record.expiresAt),
+        });
+    };
+
+    it('answers every row of the claim table exactly as decideClaim does', async () => {
+      const { clock, store } = await fresh();
+      const now = clock.now();
+      const cases: { existing: IdempotencyRecord; input: ClaimRequest }[] = [];
+      const statuses: RecordStatus[] = ['in_progress', 'completed'];
+      for (const status of statuses) {
+        for (const fingerprint of ['fp-a', 'fp-b']) {
+          for (const lockedUntil of [null, now - 1_000, now - 1, now, now + 1, now + 1_000]) {
+            for (const expiresAt of [now - 1_000, now, now + 1, now + 30_000]) {
+              const key = `case-${cases.length}`;
+              const existing: IdempotencyRecord = {
+                scope: 'table',
+                key,
+                fingerprint,
+                status,
+                version: 3,
+                lockedUntil,
+                attempts: 2,
+                outcome: status === 'completed' ? { kind: 'success', value: { key } } : null,
+                steps: { reserve: { at: key } },
+                createdAt: now - 10_000,
+                completedAt: status === 'completed' ? now - 5_000 : null,
+                expiresAt,
+              };
+              cases.push({ existing, input: request({ scope: 'table', key }) });
+            }
+          }
+        }
+      }
+      const seen = new Set<string>();
+      for (const { existing, input } of cases) {
+        await seed(existing);
+        const decision = decideClaim(existing, input, now);
+        const expected: ClaimResult =
+          decision.status === 'claimed'
+            ? { status: 'claimed', takeover: decision.takeover, record: decision.next }
+            : decision;
+        const actual = await store.claim(input);
+        expect(actual, JSON.stringify(existing)).toEqual(expected);
+        seen.add(actual.status === 'claimed' ? `claimed/${actual.takeover}` : actual.status);
+      }
+      expect([...seen].sort()).toEqual([
+        'claimed/false',
+        'claimed/true',
+        'in_progress',
+        'mismatch',
+        'replay',
+      ]);
+    });
+
+    it('reclaims an abandoned, expired record with version + 1 and no steps', async () => {
+      const { clock, store } = await fresh();
+      const zombie = tokenOf(await store.claim(request({ ttlMs: 500 })));
+      await store.saveStep(zombie, 'charge', 'ch_1');
+      clock.advance(LEASE_MS);
+      const result = await store.claim(request({ fingerprint: 'fp-b' }));
+      expect(result).toMatchObject({ status: 'claimed', takeover: false });
+      expect(result.record).toMatchObject({
+        version: 2,
+        attempts: 1,
+        steps: {},
+        fingerprint: 'fp-b',
+      });
+
+      // The holder from before the reset is fenced out of every write.
+      const errors = await Promise.all([
+        rejection(store.complete(zombie, { kind: 'success', value: 'late' }, TTL_MS)),
+        rejection(store.release(zombie)),
+        rejection(store.heartbeat(zombie, LEASE_MS)),
+        rejection(store.saveStep(zombie, 'charge', 'ch_2')),
+      ]);
+      for (const error of errors) expect(isLeaseLostError(error)).toBe(true);
+      expect(await store.get(zombie.scope, zombie.key)).toEqual(result.record);
+    });
+
+    it('stores outcomes and steps as JSON objects, not as encoded strings', async () => {
+      const { db, store } = await fresh();
+      const token = tokenOf(await store.claim(request()));
+      await store.saveStep(token, 'charge', { id: 'ch_1' });
+      await store.complete(token, { kind: 'success', value: { orderId: 7 } }, TTL_MS);
+      const [row] = await db
+        .select({
+          outcome: sql<string>`jsonb_typeof(${idempotencyKeys.outcome})`,
+          orderId: sql<string>`${idempotencyKeys.outcome} #>> '{value,orderId}'`,
+          steps: sql<string>`jsonb_typeof(${idempotencyKeys.steps})`,
+          chargeId: sql<string>`${idempotencyKeys.steps} #>> '{charge,id}'`,
+        })
+        .from(idempotencyKeys);
+      expect(row).toEqual({ outcome: 'object', orderId: '7', steps: 'object', chargeId: 'ch_1' });
+    });
+
+    it('treats step names as data, never as SQL', async () => {
+      const { store } = await fresh();
+      const token = tokenOf(await store.claim(request()));
+      const names = [`x'); drop table idem_keys; --`, '"quoted"', '$1', 'a\\b', '{}'];
+      for (const name of names) await store.saveStep(token, name, name);
+      expect((await store.get(token.scope, token.key))?.steps).toEqual(
+        Object.fromEntries(names.map((name) => [name, name])),
+      );
+    });
+
+    it('fails cleanly on strings that Postgres JSON cannot hold (U+0000, lone surrogates)', async () => {
+      const { store } = await fresh();
+      const token = tokenOf(await store.claim(request()));
+      for (const text of ['a\u0000b', '\ud800']) {
+        expect(await rejection(store.saveStep(token, 'step', text))).toBeInstanceOf(Error);
+        expect(
+          await rejection(store.complete(token, { kind: 'success', value: text }, TTL_MS)),
+        ).toBeInstanceOf(Error);
+      }
+      // Nothing was written: the holder still owns the key and can finish.
+      expect(await store.get(token.scope, token.key)).toMatchObject({
+        status: 'in_progress',
+        steps: {},
+      });
+      await store.complete(token, { kind: 'success', value: 'fine' }, TTL_MS);
+    });
+
+    it('joins the caller’s transaction: a rollback takes the claim with it', async () => {
+      const { clock, db, store } = await fresh();
+      await expect(
+        db.transaction(async (tx) => {
+          const inTx = drizzleStore(tx, { clock });
+          const token = tokenOf(await inTx.claim(request()));
+          await inTx.complete(token, { kind: 'success', value: 1 }, TTL_MS);
+          tx.rollback();
+        }),
+      ).rejects.toThrow();
+      expect(await store.get('user:1/orders.create', 'key-1')).toBeNull();
+
+      await db.transaction(async (tx) => {
+        const inTx = drizzleStore(tx, { clock });
+        const token = tokenOf(await inTx.claim(request()));
+        await inTx.complete(token, { kind: 'success', value: 2 }, TTL_MS);
+      });
+      expect((await store.claim(request())).status).toBe('replay');
+    });
+
+    describe('on the database clock', () => {
+      const storeOnDatabaseClock = async () => {
+        await database().truncate();
+        return drizzleStore(database().db);
+      };
+      const databaseNow = async () => {
+        const [row] = await rows<{ now: string }>(
+          database().db,
+          sql`select (extract(epoch from statement_timestamp()) * 1000)::bigint::text as now`,
+        );
+        return Number(row?.now);
+      };
+
+      it('reads "now" from the database for leases and expiry', async () => {
+        const store = await storeOnDatabaseClock();
+        const before = await databaseNow();
+        const claimed = await store.claim(request({ leaseMs: 60_000 }));
+        const after = await databaseNow();
+        expect(claimed.record.createdAt).toBeGreaterThanOrEqual(before - 1);
+        expect(claimed.record.createdAt).toBeLessThanOrEqual(after);
+        expect(claimed.record.lockedUntil).toBe(claimed.record.createdAt + 60_000);
+        expect(claimed.record.expiresAt).toBe(claimed.record.createdAt + TTL_MS);
+
+        const again = await store.claim(request());
+        expect(again.status).toBe('in_progress');
+        const retryAfterMs = again.status === 'in_progress' ? again.retryAfterMs : -1;
+        expect(retryAfterMs).toBeGreaterThan(0);
+        expect(retryAfterMs).toBeLessThanOrEqual(60_000);
+      });
+
+      it('takes over at once after release, and starts afresh after a zero TTL', async () => {
+        const store = await storeOnDatabaseClock();
+        const first = tokenOf(await store.claim(request({ leaseMs: 60_000 })));
+        await store.saveStep(first, 'charge', 'ch_1');
+        await store.release(first);
+        const second = await store.claim(request({ leaseMs: 60_000 }));
+        expect(second).toMatchObject({ status: 'claimed', takeover: true });
+        expect(second.record).toMatchObject({ version: 2, steps: { charge: 'ch_1' } });
+
+        await store.complete(tokenOf(second), { kind: 'success', value: 'done' }, 0);
+        expect(await store.get(first.scope, first.key)).toBeNull();
+        const third = await store.claim(request());
+        expect(third).toMatchObject({ status: 'claimed', takeover: false });
+        expect(third.record).toMatchObject({ version: 3, attempts: 1, steps: {} });
+      });
+
+      it('sweeps what has expired by the database clock', async () => {
+        const store = await storeOnDatabaseClock();
+        await store.complete(
+          tokenOf(await store.claim(request({ key: 'gone' }))),
+          {
+            kind: 'success',
+            value: 1,
+          },
+          0,
+        );
+        await store.complete(
+          tokenOf(await store.claim(request({ key: 'kept' }))),
+          {
+            kind: 'success',
+            value: 2,
+          },
+          TTL_MS,
+        );
+        expect(await store.sweep({ limit: 10 })).toBe(1);
+        expect(await store.get('user:1/orders.create', 'kept')).not.toBeNull();
+      });
+    });
+
+    if (backend === 'Postgres') {
+      describe('under real concurrency', () => {
+        /** `count` separate postgres-js clients of one connection each. */
+        const clients = (count: number, url: string) =>
+          Array.from({ length: count }, () => connect(url, 1));
+
+        it('gives 200 claims of one key from 20 connections exactly one winner', async () => {
+          await database().truncate();
+          const dbs = clients(20, database().url!);
+          try {
+            const stores = dbs.map((db) => drizzleStore(db));
+            const results = await Promise.all(
+              Array.from({ length: 200 }, (_, index) =>
+                stores[index % stores.length]!.claim(request({ key: 'hot', leaseMs: 60_000 })),
+              ),
+            );
+            const statuses = results.map((result) => result.status);
+            expect(statuses.filter((status) => status === 'claimed')).toHaveLength(1);
+            expect(statuses.filter((status) => status === 'in_progress')).toHaveLength(199);
+            const [row] = await database()
+              .db.select()
+              .from(idempotencyKeys)
+              .where(eq(idempotencyKeys.key, 'hot'));
+            expect(row).toMatchObject({ version: 1, attempts: 1 });
+
+            // The same race for a lapsed lease: exactly one takeover.
+            await database()
+              .db.update(idempotencyKeys)
+              .set({ lockedUntil: sql`now() - interval '1 second'` })
+              .where(eq(idempotencyKeys.key, 'hot'));
+            const takeovers = await Promise.all(
+              Array.from({ length: 200 }, (_, index) =>
+                stores[index % stores.length]!.claim(request({ key: 'hot', leaseMs: 60_000 })),
+              ),
+            );
+            const winners = takeovers.filter((result) => result.status === 'claimed');
+            expect(winners).toHaveLength(1);
+            expect(winners[0]).toMatchObject({
+              takeover: true,
+              record: { version: 2, attempts: 2 },
+            });
+            expect(takeovers.filter((result) => result.status === 'in_progress')).toHaveLength(199);
+          } finally {
+            await Promise.all(dbs.map((db) => db.$client.end()));
+          }
+        });
+
+        it('sweeps past rows that another transaction has locked (SKIP LOCKED)', async () => {
+          const { db, store } = await fresh();
+          for (const key of ['a', 'b', 'c']) {
+            await store.complete(
+              tokenOf(await store.claim(request({ key }))),
+              {
+                kind: 'success',
+                value: key,
+              },
+              1,
+            );
+          }
+          let release!: () => void;
+          const released = new Promise<void>((resolve) => {
+            release = resolve;
+          });
+          let locked!: () => void;
+          const isLocked = new Promise<void>((resolve) => {
+            locked = resolve;
+          });
+          const holder = db.transaction(async (tx) => {
+            await tx
+              .select()
+              .from(idempotencyKeys)
+              .where(
+                and(
+                  eq(idempotencyKeys.scope, 'user:1/orders.create'),
+                  eq(idempotencyKeys.key, 'b'),
+                ),
+              )
+              .for('update');
+            locked();
+            await released;
+          });
+          await isLocked;
+          const clock = manualClock(START + 10);
+          try {
+            expect(await drizzleStore(db, { clock }).sweep({ limit: 10 })).toBe(2);
+          } finally {
+            release();
+            await holder;
+          }
+          expect(await drizzleStore(db, { clock }).sweep({ limit: 10 })).toBe(1);
+        });
+      });
+    }
+  });
+}

@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { PGlite } from '@electric-sql/pglite';
+import { type SQL, sql } from 'drizzle-orm';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { afterAll, beforeAll } from 'vitest';
+import { migrate } from '../src/drizzle/migrate.js';
+import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
+
+/** The real server the Postgres backend uses; each test file gets its own database there. */
+export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+export const backends = ['PGlite', 'Postgres'] as const;
+export type BackendName = (typeof backends)[number];
+
+export interface TestDatabase {
+  db: PgDatabaseLike;
+  /** The database's connection string (Postgres only), for tests that open more clients. */
+  url: string | undefined;
+  /** Empties `idem_keys`. */
+  truncate(): Promise<void>;
+}
+
+/**
+ * Rows of a raw query: postgres-js returns an array, PGlite `{ rows }`.
+ */
+export async function rows<T = Record<string, unknown>>(
+  db: PgDatabaseLike,
+  query: SQL,
+): Promise<T[]> {
+  const result: unknown = await db.execute(query);
+  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}
+
+/** postgres-js logs NOTICEs by default; tests want quiet output. */
+const quiet = { onnotice: () => {} };
+
+/** Opens a client on one database; `max` connections (default 10). */
+export function connect(url: string, max = 10): PostgresJsDatabase & { $client: postgres.Sql } {
+  return drizzlePostgres(postgres(url, { ...quiet, max }));
+}
+
+export interface ScratchDatabase {
+  url: string;
+  /** Drops the database, ending whatever connections are still open on it. */
+  drop(): Promise<void>;
+}
+
+/** Creates an empty, uniquely named database on the server at `DATABASE_URL`. */
+export async function createScratchDatabase(): Promise<ScratchDatabase> {
+  const name = `idem_test_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const admin = postgres(DATABASE_URL, { ...quiet, max: 1 });
+  try {
+    await admin.unsafe(`create database "${name}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(DATABASE_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const dropper = postgres(DATABASE_URL, { ...quiet, max: 1 });
+      try {
+        // WITH (FORCE) ends any connection a failed test left open.
+        await dropper.unsafe(`drop database if exists "${name}" with (force)`);
+      } finally {
+        await dropper.end();
+      }
+    },
+  };
+}
+
+async function openPglite() {
+  const client = new PGlite();
+  const db = drizzlePglite(client);
+  await migrate(db);
+  return { db, url: undefined, close: () => client.close() };
+}
+
+async function openPostgres() {
+  const scratch = await createScratchDatabase();
+  try {
+    const db = connect(scratch.url);
+    await migrate(db);
+    return {
+      db,
+      url: scratch.url,
+      close: async () => {
+        await db.$client.end({ timeout: 5 });
+        await scratch.drop();
+      },
+    };
+  } catch (error) {
+    await scratch.drop();
+    throw error;
+  }
+}
+
+/**
+ * Gives the enclosing test file (or `describe`) a freshly migrated database of one
+ * backend: PGlite in memory, or a database of its own on the real server, dropped in
+ * `afterAll`. Call the returned function inside tests and hooks.
+ */
+export function useDatabase(backend: BackendName): () => TestDatabase {
+  let opened:
+    | { db: PgDatabaseLike; url: string | undefined; close: () => Promise<void> }
+    | undefined;
+  beforeAll(async () => {
+    opened = backend === 'PGlite' ? await openPglite() : await openPostgres();
+  });
+  afterAll(async () => {
+    await opened?.close();
+    opened = undefined;
+  });
+  return () => {
+    if (!opened) throw new Error(`the ${backend} test database is not open (used outside a test?)`);
+    const { db, url } = opened;
+    return {
+      db,
+      url,
+      truncate: async () => {
+        await db.execute(sql`truncate idem_keys`);
+      },
+    };
+  };
+}

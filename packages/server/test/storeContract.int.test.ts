@@ -1,0 +1,14 @@
+import { storeContract } from '@idem/core/testing';
+import { describe } from 'vitest';
+import { drizzleStore } from '../src/drizzle/drizzleStore.js';
+import { backends, useDatabase } from './harness.js';
+
+for (const backend of backends) {
+  describe(backend, () => {
+    const database = useDatabase(backend);
+    storeContract(`drizzleStore on ${backend}`, async (clock) => {
+      await database().truncate();
+      return { store: drizzleStore(database().db, { clock }) };
+    });
+  });
+}
