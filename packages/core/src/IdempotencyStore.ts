@@ -40,8 +40,12 @@ export interface SweepOptions {
  * `version` whatever its clock says.
  *
  * **Fencing.** `complete`, `release`, `heartbeat` and `saveStep` change the record only
- * while it is in progress with the token's version; otherwise they throw
+ * while it is in progress with the token's `version` and `createdAt`; otherwise they throw
  * `LeaseLostError` and write nothing.
+ *
+ * **Values.** Outcomes and steps arrive as JSON from the engine's serializer. Strings in
+ * them hold no U+0000 and no lone surrogates (`taggedJsonSerializer` tags such strings),
+ * because Postgres `jsonb` cannot store those.
  */
 export interface IdempotencyStore {
   /**

@@ -7,6 +7,7 @@ import { isLeaseLostError } from './errors/LeaseLostError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
 import type { IdempotencyStore } from './IdempotencyStore.js';
 import { manualClock } from './manualClock.js';
+import { leaseTokenOf } from './record.js';
 import { memoryStore } from './testing/memoryStore.js';
 
 const LEASE_MS = 3_000;
@@ -250,7 +251,8 @@ describe('createIdempotency', () => {
     });
     await settle();
     // Another server, whose clock the store trusts, takes over after the lease.
-    await store.release({ scope: request.scope, key: request.key, version: 1 });
+    const holder = await store.get(request.scope, request.key);
+    await store.release(leaseTokenOf(holder!));
     const fast = await engine.execute(request, () => 'fast');
     expect(fast).toMatchObject({ value: 'fast', version: 2 });
     resume();

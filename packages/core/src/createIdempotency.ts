@@ -7,7 +7,7 @@ import { RequestInProgressError } from './errors/RequestInProgressError.js';
 import { fingerprint as fingerprintOf } from './fingerprint.js';
 import type { ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
 import { startLease } from './lease.js';
-import type { IdempotencyRecord, JsonValue, LeaseToken } from './record.js';
+import { type IdempotencyRecord, type JsonValue, type LeaseToken, leaseTokenOf } from './record.js';
 import { type Serializer, taggedJsonSerializer } from './serializer.js';
 import { sha256HexSync } from './sha256Sync.js';
 import { validateKey } from './validateKey.js';
@@ -253,6 +253,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const deadline =
       settings.inProgress === 'reject' ? startedAt : startedAt + settings.inProgress.waitMs;
     for (;;) {
+      const sentAt = clock.now();
       const result = await store.claim({
         scope: request.scope,
         key: request.key,
@@ -260,9 +261,11 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         leaseMs,
         ttlMs,
       });
-      if (result.status !== 'in_progress' || settings.inProgress === 'reject') return result;
+      if (result.status !== 'in_progress' || settings.inProgress === 'reject') {
+        return { ...result, sentAt };
+      }
       const left = deadline - clock.now();
-      if (left <= 0) return result;
+      if (left <= 0) return { ...result, sentAt };
       await sleep(Math.min(left, settings.inProgress.pollMs, Math.max(1, result.retryAfterMs)));
     }
   }
@@ -284,14 +287,21 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   }
 
   async function run<T>(
-    claim: Extract<ClaimResult, { status: 'claimed' }>,
+    claim: Extract<ClaimResult, { status: 'claimed' }> & { sentAt: number },
     handler: (context: HandlerContext) => Promise<T> | T,
     durationMs: () => number,
   ): Promise<ExecuteResult<T>> {
     const { record } = claim;
-    const token: LeaseToken = { scope: record.scope, key: record.key, version: record.version };
+    const token = leaseTokenOf(record);
     const steps: Record<string, JsonValue> = { ...record.steps };
-    const lease = startLease({ store, token, leaseMs, heartbeatMs: settings.heartbeatMs, clock });
+    const lease = startLease({
+      store,
+      token,
+      leaseMs,
+      heartbeatMs: settings.heartbeatMs,
+      clock,
+      claimedAt: claim.sentAt,
+    });
 
     const context: HandlerContext = {
       key: record.key,

@@ -41,6 +41,7 @@ export {
   isLeaseExpired,
   type JsonValue,
   type LeaseToken,
+  leaseTokenOf,
   type RecordStatus,
   type StoredError,
   type StoredOutcome,

@@ -9,6 +9,11 @@ export interface LeaseOptions {
   leaseMs: number;
   heartbeatMs: number;
   clock: Clock;
+  /**
+   * When the claim that granted the lease was sent, by `clock`: the lease may have started
+   * any time after that, so the holder counts from there to stay on the safe side.
+   */
+  claimedAt: number;
 }
 
 export interface Lease {
@@ -29,9 +34,16 @@ export interface Lease {
  * unreachable) until the lease may have run out: past that point another attempt may
  * legitimately hold the key, so this one must stop.
  */
-export function startLease({ store, token, leaseMs, heartbeatMs, clock }: LeaseOptions): Lease {
+export function startLease({
+  store,
+  token,
+  leaseMs,
+  heartbeatMs,
+  clock,
+  claimedAt,
+}: LeaseOptions): Lease {
   const controller = new AbortController();
-  let renewedAt = clock.now();
+  let renewedAt = claimedAt;
   let inFlight = false;
   let stopped = false;
   let lastError: unknown;

@@ -58,6 +58,22 @@ export interface LeaseToken {
   scope: string;
   key: string;
   version: number;
+  /**
+   * The record's `createdAt`. Versions restart at 1 when a swept key is claimed afresh, so
+   * `version` alone could match a new record; with the creation time the token names one
+   * incarnation of the key, and a holder from before the sweep stays fenced out.
+   */
+  createdAt: number;
+}
+
+/** The token that proves ownership of `record` as it was claimed. */
+export function leaseTokenOf(record: IdempotencyRecord): LeaseToken {
+  return {
+    scope: record.scope,
+    key: record.key,
+    version: record.version,
+    createdAt: record.createdAt,
+  };
 }
 
 /**

@@ -219,3 +219,43 @@ describe('taggedJsonSerializer', () => {
     }
   });
 });
+
+describe('taggedJsonSerializer and text Postgres cannot store', () => {
+  const unstorable =
+    /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+  it('round-trips U+0000 and lone surrogates in values and keys, storing neither', () => {
+    const value = {
+      nul: 'a\u0000b',
+      high: 'x\ud800',
+      low: '\udc00y',
+      pair: '𝄞 stays as it is',
+      list: ['\u0000'],
+      'key\u0000with nul': { 'lone\udfff': 1 },
+    };
+    const stored = JSON.stringify(taggedJsonSerializer.serialize(value));
+    expect(unstorable.test(stored.replace(/\\u[0-9a-f]{4}/gi, ''))).toBe(false);
+    expect(stored).not.toMatch(/\\u0000|\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f])/i);
+    expect(taggedJsonSerializer.deserialize(JSON.parse(stored))).toEqual(value);
+    expect(taggedJsonSerializer.serialize('𝄞')).toBe('𝄞');
+  });
+
+  it('never writes an unstorable string, for any UTF-16 input', () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.string({ unit: 'binary' }), fc.string({ unit: 'binary' })),
+        (value) => {
+          const stored = taggedJsonSerializer.serialize(value);
+          const strings: string[] = [];
+          JSON.stringify(stored, (key, inner) => {
+            strings.push(key);
+            if (typeof inner === 'string') strings.push(inner);
+            return inner;
+          });
+          for (const text of strings) expect(unstorable.test(text)).toBe(false);
+          expect(taggedJsonSerializer.deserialize(stored)).toEqual(value);
+        },
+      ),
+    );
+  });
+});

@@ -12,7 +12,37 @@ export interface Serializer {
   deserialize(json: JsonValue): unknown;
 }
 
-type Tag = '$date' | '$bigint' | '$map' | '$set' | '$undefined' | '$number' | '$escaped';
+type Tag =
+  | '$date'
+  | '$bigint'
+  | '$map'
+  | '$set'
+  | '$undefined'
+  | '$number'
+  | '$escaped'
+  | '$string'
+  | '$object';
+
+/** U+0000 or a lone surrogate: valid in a JS string, refused by Postgres `jsonb`. */
+const UNSTORABLE_TEXT =
+  /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function fromCodeUnits(units: number[]): string {
+  let text = '';
+  // In slices: spreading a huge array into one call would exceed the argument limit.
+  for (let start = 0; start < units.length; start += 8192) {
+    text += String.fromCharCode(...units.slice(start, start + 8192));
+  }
+  return text;
+}
+
+/** A string every store keeps: as it is, or as its UTF-16 code units when it must be. */
+function encodeString(text: string): JsonValue {
+  if (!UNSTORABLE_TEXT.test(text)) return text;
+  const units: number[] = [];
+  for (let index = 0; index < text.length; index++) units.push(text.charCodeAt(index));
+  return { $string: units };
+}
 
 /**
  * A lossless JSON encoding: everything a superjson-based tRPC app returns replays as the
@@ -27,6 +57,8 @@ type Tag = '$date' | '$bigint' | '$map' | '$set' | '$undefined' | '$number' | '$
  * | `undefined` (top level, property, array element or hole) | `{"$undefined":true}` |
  * | `NaN`, `Infinity`, `-Infinity`, `-0` | `{"$number":"NaN"}` etc. |
  * | a user object with exactly one key, starting with `$` | `{"$escaped":{…}}` |
+ * | a string holding U+0000 or a lone surrogate (Postgres `jsonb` refuses both) | `{"$string":[UTF-16 code units]}` |
+ * | an object with such a string as a key | `{"$object":[[key,value],…]}` |
  *
  * The escape makes the encoding unambiguous: any plain data round-trips exactly, even
  * `{"$date":"not a tag"}`. Array holes come back as `undefined` elements, boxed
@@ -43,6 +75,7 @@ export const taggedJsonSerializer: Serializer = {
 function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue {
   switch (typeof value) {
     case 'string':
+      return encodeString(value);
     case 'boolean':
       return value;
     case 'number':
@@ -129,6 +162,18 @@ function encodeObject(object: object, path: string, ancestors: Set<object>): Jso
   }
   const result: { [key: string]: JsonValue } = {};
   const keys = Object.keys(object);
+  if (keys.some((key) => UNSTORABLE_TEXT.test(key))) {
+    return {
+      $object: keys.map((key) => [
+        encodeString(key),
+        encode(
+          (object as Record<string, unknown>)[key],
+          `${path}/${escapeSegment(key)}`,
+          ancestors,
+        ),
+      ]),
+    };
+  }
   for (const key of keys) {
     const value = (object as Record<string, unknown>)[key];
     defineOwn(result, key, encode(value, `${path}/${escapeSegment(key)}`, ancestors));
@@ -193,6 +238,25 @@ function decode(json: JsonValue, path: string): unknown {
         );
       });
       return map;
+    }
+    case '$string':
+      if (!Array.isArray(payload) || !payload.every((unit) => Number.isInteger(unit))) {
+        return malformed(payloadPath, 'an array of UTF-16 code units');
+      }
+      return fromCodeUnits(payload as number[]);
+    case '$object': {
+      if (!Array.isArray(payload)) return malformed(payloadPath, 'an array of [key, value] pairs');
+      const object: Record<string, unknown> = {};
+      payload.forEach((entry, index) => {
+        if (!Array.isArray(entry) || entry.length !== 2) {
+          malformed(`${payloadPath}/${index}`, 'a [key, value] pair');
+        }
+        const [key, value] = entry as [JsonValue, JsonValue];
+        const name = decode(key, `${payloadPath}/${index}/0`);
+        if (typeof name !== 'string') malformed(`${payloadPath}/${index}/0`, 'a string key');
+        defineOwn(object, name as string, decode(value, `${payloadPath}/${index}/1`));
+      });
+      return object;
     }
     case '$set': {
       if (!Array.isArray(payload)) return malformed(payloadPath, 'an array');

@@ -1,10 +1,12 @@
 import {
   type ClaimRequest,
   type ClaimResult,
+  createIdempotency,
   decideClaim,
   type IdempotencyRecord,
   isLeaseLostError,
   type LeaseToken,
+  leaseTokenOf,
   manualClock,
   type RecordStatus,
 } from '@idem/core';
@@ -29,7 +31,7 @@ const request = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
 
 const tokenOf = (result: ClaimResult): LeaseToken => {
   expect(result.status).toBe('claimed');
-  return { scope: result.record.scope, key: result.record.key, version: result.record.version };
+  return leaseTokenOf(result.record);
 };
 
 const rejection = (promise: Promise<unknown>) =>
@@ -178,6 +180,19 @@ for (const backend of backends) {
         steps: {},
       });
       await store.complete(token, { kind: 'success', value: 'fine' }, TTL_MS);
+    });
+
+    it('replays U+0000 and lone surrogates exactly through the engine’s serializer', async () => {
+      const { clock, store } = await fresh();
+      const idempotency = createIdempotency({ store, clock });
+      const value = { text: 'a\u0000b\ud800', ['k\u0000']: ['\udfff'] };
+      const request = { scope: 'user:1/echo', key: 'nul-1', input: 1 };
+      await idempotency.execute(request, async (ctx) => {
+        await ctx.step('echo', () => value);
+        return value;
+      });
+      const replay = await idempotency.execute(request, () => 'must not run');
+      expect(replay).toEqual({ value, replayed: true, version: 1 });
     });
 
     it('joins the caller’s transaction: a rollback takes the claim with it', async () => {

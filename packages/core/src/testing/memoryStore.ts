@@ -42,7 +42,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   const held = (token: LeaseToken): IdempotencyRecord => {
     const record = records.get(id(token.scope, token.key));
-    if (record?.status !== 'in_progress' || record.version !== token.version) {
+    if (
+      record?.status !== 'in_progress' ||
+      record.version !== token.version ||
+      record.createdAt !== token.createdAt
+    ) {
       throw new LeaseLostError(token.scope, token.key, token.version);
     }
     return record;

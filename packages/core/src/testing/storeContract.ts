@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLeaseLostError } from '../errors/LeaseLostError.js';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../IdempotencyStore.js';
 import { type ManualClock, manualClock } from '../manualClock.js';
-import type { JsonValue, LeaseToken, StoredOutcome } from '../record.js';
+import { type JsonValue, type LeaseToken, leaseTokenOf, type StoredOutcome } from '../record.js';
 
 export interface StoreContractSubject {
   store: IdempotencyStore;
@@ -48,7 +48,7 @@ export function storeContract(name: string, setup: StoreContractSetup): void {
     });
     const tokenOf = (result: ClaimResult): LeaseToken => {
       expect(result.status).toBe('claimed');
-      return { scope: result.record.scope, key: result.record.key, version: result.record.version };
+      return leaseTokenOf(result.record);
     };
     const success = (value: JsonValue): StoredOutcome => ({
       kind: 'success',
@@ -211,8 +211,26 @@ export function storeContract(name: string, setup: StoreContractSetup): void {
         await expectLeaseLost(store.release(token));
         await expectLeaseLost(store.heartbeat(token, LEASE_MS));
         await expectLeaseLost(store.saveStep(token, 'late', 1));
-        await expectLeaseLost(store.release({ scope: 's', key: 'never-claimed', version: 1 }));
+        await expectLeaseLost(
+          store.release({ scope: 's', key: 'never-claimed', version: 1, createdAt: clock.now() }),
+        );
         expect((await store.get(token.scope, token.key))?.outcome).toEqual(success(1));
+      });
+
+      it('fences a holder from before a sweep out of the key claimed afresh after it', async () => {
+        const zombie = tokenOf(await store.claim(request()));
+        clock.advance(TTL_MS);
+        expect(await store.sweep({ limit: 10 })).toBe(1);
+        clock.advance(1);
+        const fresh = tokenOf(await store.claim(request()));
+        expect(fresh.version).toBe(zombie.version);
+        await expectLeaseLost(store.saveStep(zombie, 'charge', 'zombie'));
+        await expectLeaseLost(store.heartbeat(zombie, LEASE_MS));
+        await expectLeaseLost(store.complete(zombie, success('zombie'), TTL_MS));
+        await expectLeaseLost(store.release(zombie));
+        const record = await store.get(fresh.scope, fresh.key);
+        expect(record).toMatchObject({ status: 'in_progress', steps: {}, outcome: null });
+        expect(record?.lockedUntil).toBe(clock.now() + LEASE_MS);
       });
 
       it('lets the holder finish after its lease ran out if nobody took over', async () => {

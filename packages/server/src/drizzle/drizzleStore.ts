@@ -91,6 +91,7 @@ export function drizzleStore(
         and(
           byId(token.scope, token.key),
           eq(keys.version, token.version),
+          eq(keys.createdAt, new Date(token.createdAt)),
           eq(keys.status, 'in_progress'),
         ),
       )
