@@ -25,6 +25,7 @@ type Tag =
 
 /** U+0000 or a lone surrogate: valid in a JS string, refused by Postgres `jsonb`. */
 const UNSTORABLE_TEXT =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what this must find.
   /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 function fromCodeUnits(units: number[]): string {
