@@ -1,0 +1,74 @@
+import { validateKey } from '@idem/core';
+import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { observable } from '@trpc/server/observable';
+import { createKey } from './internals/createKey.js';
+import { IDEMPOTENCY_KEY_CONTEXT_FIELD, idempotencyKeyOf } from './internals/idempotencyKeyOf.js';
+
+declare module '@trpc/client' {
+  interface OperationContext {
+    /**
+     * The operation's idempotency key (1–255 printable ASCII characters): set by
+     * `idempotencyLink` for every mutation, or by the caller through
+     * `trpc: { context: { idempotencyKey } }` to tie several calls to one logical operation.
+     */
+    idempotencyKey?: string;
+  }
+}
+
+export interface IdempotencyLinkOptions {
+  /**
+   * Chooses the key of a mutation that the caller gave none. Return a string to use it
+   * (it must be 1–255 printable ASCII characters), or `undefined` for a random UUID.
+   * Called once per call, never per retry. A key derived from the input (say
+   * `checkout:${cartId}`) deduplicates even across page reloads; it must then differ for
+   * every logical operation, because the server replays the first outcome for a key.
+   * @default undefined (every mutation gets `crypto.randomUUID()`)
+   */
+  keyFor?: (op: Operation) => string | undefined;
+}
+
+/**
+ * Gives every mutation an idempotency key in `op.context.idempotencyKey`, unless the
+ * caller already put one there (`trpc: { context: { idempotencyKey } }`), so that the
+ * server can run it once however often it is sent. Queries and subscriptions pass through
+ * untouched.
+ *
+ * Put it BEFORE `keyedRetryLink` in the chain:
+ * `links: [idempotencyLink(), keyedRetryLink(), httpLink({ url, headers: idempotencyHeaders })]`.
+ * A link runs once per call and the retry link re-sends from where it sits, so a key
+ * chosen upstream of the retry link is the same on every attempt. Placed after it, this
+ * link would run again on each attempt and give every retry a fresh key: each retry
+ * would then be a new request to the server, the very duplicate keys exist to prevent.
+ * (`keyedRetryLink` would see unkeyed mutations and, safely, not retry them at all.)
+ *
+ * An invalid key (empty, too long, or with characters outside printable ASCII) fails the
+ * call before anything is sent, with a `TRPCClientError` whose `cause` is core's
+ * `InvalidKeyError`.
+ */
+export function idempotencyLink<TRouter extends AnyRouter = AnyRouter>(
+  options: IdempotencyLinkOptions = {},
+): TRPCLink<TRouter> {
+  const { keyFor } = options;
+  return () =>
+    ({ op, next }) => {
+      if (op.type !== 'mutation') return next(op);
+
+      let key: string;
+      try {
+        key = validateKey(idempotencyKeyOf(op) ?? keyFor?.(op) ?? createKey());
+      } catch (error) {
+        return observable((observer) => {
+          observer.error(TRPCClientError.from(toError(error)));
+        });
+      }
+      // A new context object: the caller's may be shared between calls (TanStack Query
+      // reuses the `trpc.context` of a mutation's options), and writing the key into it
+      // would hand the next, different call the same key.
+      return next({ ...op, context: { ...op.context, [IDEMPOTENCY_KEY_CONTEXT_FIELD]: key } });
+    };
+}
+
+function toError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}

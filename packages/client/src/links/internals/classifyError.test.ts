@@ -1,0 +1,280 @@
+import { InvalidKeyError } from '@idem/core';
+import {
+  createTRPCUntypedClient,
+  httpBatchLink,
+  httpLink,
+  type TRPCClientError,
+} from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { describe, expect, it } from 'vitest';
+import { httpError } from '../../../test/scriptedLink.js';
+import { classifyError, isTransientError } from './classifyError.js';
+
+const URL_BASE = 'http://idem.test/trpc';
+
+function errorBody(code: string, httpStatus: number, extra: Record<string, unknown> = {}) {
+  return { error: { message: code, code: -32603, data: { code, httpStatus, ...extra } } };
+}
+
+/** The error a real httpLink reports for this fetch behaviour. */
+async function errorFromHttpLink(
+  fetch: () => Promise<Response>,
+  link: 'httpLink' | 'httpBatchLink' = 'httpLink',
+): Promise<TRPCClientError<AnyRouter>> {
+  const options = { url: URL_BASE, fetch: async () => fetch() };
+  const client = createTRPCUntypedClient({
+    links: [link === 'httpLink' ? httpLink(options) : httpBatchLink(options)],
+  });
+  try {
+    await client.query('thing.get');
+  } catch (error) {
+    return error as TRPCClientError<AnyRouter>;
+  }
+  throw new Error('expected the call to fail');
+}
+
+function json(body: unknown, status: number, headers: Record<string, string> = {}) {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  });
+}
+
+describe('classifyError on errors from the real httpLink', () => {
+  it('a tRPC error response: status, Retry-After, transient', async () => {
+    const error = await errorFromHttpLink(async () =>
+      json(errorBody('SERVICE_UNAVAILABLE', 503), 503, { 'retry-after': '2' }),
+    );
+    expect(classifyError(error, 0)).toEqual({
+      outcome: 'response',
+      status: 503,
+      idempotencyStatus: undefined,
+      retryAfterMs: 2_000,
+      transient: true,
+    });
+  });
+
+  it('idem’s 409 in progress, by header alone and by error data', async () => {
+    const byHeader = await errorFromHttpLink(async () =>
+      json(errorBody('CONFLICT', 409), 409, {
+        'Idempotency-Status': 'in-progress',
+        'Retry-After': '1',
+      }),
+    );
+    expect(classifyError(byHeader, 0)).toMatchObject({
+      status: 409,
+      idempotencyStatus: 'in-progress',
+      retryAfterMs: 1_000,
+      transient: true,
+    });
+
+    const byData = await errorFromHttpLink(async () =>
+      json(
+        errorBody('CONFLICT', 409, {
+          idempotency: { code: 'REQUEST_IN_PROGRESS', retryAfterMs: 750 },
+        }),
+        409,
+      ),
+    );
+    expect(classifyError(byData, 0)).toMatchObject({
+      idempotencyStatus: 'in-progress',
+      retryAfterMs: 750,
+    });
+  });
+
+  it('idem’s 409 lease lost (this attempt was taken over) is transient too', async () => {
+    const byData = await errorFromHttpLink(async () =>
+      json(
+        errorBody('CONFLICT', 409, { idempotency: { code: 'LEASE_LOST', retryAfterMs: 0 } }),
+        409,
+      ),
+    );
+    expect(classifyError(byData, 0)).toMatchObject({
+      idempotencyStatus: 'lease-lost',
+      retryAfterMs: 0,
+      transient: true,
+    });
+    const byHeader = await errorFromHttpLink(async () =>
+      json(errorBody('CONFLICT', 409), 409, { 'Idempotency-Status': 'lease-lost' }),
+    );
+    expect(classifyError(byHeader)).toMatchObject({
+      idempotencyStatus: 'lease-lost',
+      transient: true,
+    });
+  });
+
+  it('an unknown Idempotency-Status value does not make a 409 transient', async () => {
+    const error = await errorFromHttpLink(async () =>
+      json(errorBody('CONFLICT', 409), 409, { 'Idempotency-Status': 'done' }),
+    );
+    expect(classifyError(error)).toMatchObject({ idempotencyStatus: undefined, transient: false });
+  });
+
+  it('any other CONFLICT is not transient', async () => {
+    const error = await errorFromHttpLink(async () => json(errorBody('CONFLICT', 409), 409));
+    expect(classifyError(error)).toMatchObject({
+      status: 409,
+      idempotencyStatus: undefined,
+      transient: false,
+    });
+  });
+
+  it('a network failure is "no response"', async () => {
+    const error = await errorFromHttpLink(async () => {
+      throw new TypeError('fetch failed');
+    });
+    expect(classifyError(error)).toMatchObject({ outcome: 'no-response', transient: true });
+  });
+
+  it('a proxy’s HTML error page is "no response" (httpLink cannot show its status)', async () => {
+    const error = await errorFromHttpLink(
+      async () => new Response('<html>502 Bad Gateway</html>', { status: 502 }),
+    );
+    expect(classifyError(error)).toMatchObject({ outcome: 'no-response', transient: true });
+  });
+
+  it('a JSON body that is not a tRPC response keeps the HTTP status', async () => {
+    const error = await errorFromHttpLink(async () => json({ message: 'upstream down' }, 503));
+    expect(classifyError(error)).toMatchObject({
+      outcome: 'response',
+      status: 503,
+      transient: true,
+    });
+  });
+
+  it('an abort is neither a response nor retryable', async () => {
+    const error = await errorFromHttpLink(async () => {
+      throw new DOMException('This operation was aborted', 'AbortError');
+    });
+    expect(classifyError(error)).toMatchObject({ outcome: 'other', transient: false });
+  });
+
+  it('an error thrown before sending (an invalid key) is not retryable', () => {
+    const error = new InvalidKeyError('empty', 'empty key');
+    expect(classifyError(error)).toMatchObject({ outcome: 'other', transient: false });
+  });
+
+  it('a batch answered 207: each operation is judged by its own error', async () => {
+    const client = createTRPCUntypedClient({
+      links: [
+        httpBatchLink({
+          url: URL_BASE,
+          fetch: async () =>
+            json([errorBody('NOT_FOUND', 404), errorBody('SERVICE_UNAVAILABLE', 503)], 207, {
+              'Retry-After': '3',
+            }),
+        }),
+      ],
+    });
+    const [missing, unavailable] = await Promise.allSettled([
+      client.query('a.get'),
+      client.query('b.get'),
+    ]);
+    expect(missing?.status === 'rejected' && classifyError(missing.reason, 0)).toMatchObject({
+      status: 404,
+      transient: false,
+    });
+    expect(
+      unavailable?.status === 'rejected' && classifyError(unavailable.reason, 0),
+    ).toMatchObject({ status: 503, retryAfterMs: 3_000, transient: true });
+  });
+
+  it('Idempotency-Status-Batch marks a 409 of the batch as busy; other errors stay as they are', async () => {
+    const client = createTRPCUntypedClient({
+      links: [
+        httpBatchLink({
+          url: URL_BASE,
+          fetch: async () =>
+            json(
+              [
+                { result: { data: 'fine' } },
+                errorBody('CONFLICT', 409),
+                errorBody('INTERNAL_SERVER_ERROR', 500),
+              ],
+              207,
+              { 'Idempotency-Status-Batch': '{"1":"in-progress"}', 'Retry-After': '2' },
+            ),
+        }),
+      ],
+    });
+    const [, conflict, internal] = await Promise.allSettled([
+      client.query('a.get'),
+      client.query('b.get'),
+      client.query('c.get'),
+    ]);
+    expect(conflict?.status === 'rejected' && classifyError(conflict.reason, 0)).toMatchObject({
+      status: 409,
+      idempotencyStatus: 'in-progress',
+      retryAfterMs: 2_000,
+      transient: true,
+    });
+    expect(internal?.status === 'rejected' && classifyError(internal.reason)).toMatchObject({
+      status: 500,
+      idempotencyStatus: undefined,
+    });
+  });
+
+  it('a malformed Idempotency-Status-Batch is ignored', () => {
+    for (const header of ['not json', '[1,2]', '{"0":42}', 'null']) {
+      const error = httpError({ status: 409, headers: { 'Idempotency-Status-Batch': header } });
+      expect(classifyError(error)).toMatchObject({
+        idempotencyStatus: undefined,
+        transient: false,
+      });
+    }
+  });
+
+  it('a batch-wide in-progress header only marks the operation whose own error is a 409', async () => {
+    const client = createTRPCUntypedClient({
+      links: [
+        httpBatchLink({
+          url: URL_BASE,
+          fetch: async () =>
+            json([errorBody('CONFLICT', 409), errorBody('INTERNAL_SERVER_ERROR', 500)], 207, {
+              'Idempotency-Status': 'in-progress',
+            }),
+        }),
+      ],
+    });
+    const [conflict, internal] = await Promise.allSettled([
+      client.query('a.get'),
+      client.query('b.get'),
+    ]);
+    expect(conflict?.status === 'rejected' && classifyError(conflict.reason)).toMatchObject({
+      idempotencyStatus: 'in-progress',
+    });
+    expect(internal?.status === 'rejected' && classifyError(internal.reason)).toMatchObject({
+      status: 500,
+      idempotencyStatus: undefined,
+    });
+  });
+});
+
+describe('classifyError: fallbacks', () => {
+  it('uses data.code when data.httpStatus is missing, then shape.code', () => {
+    expect(classifyError(httpError({ status: 429, omitHttpStatus: true }))).toMatchObject({
+      status: 429,
+      transient: true,
+    });
+    const shapeOnly = { shape: { code: -32004, message: 'nope' }, data: undefined };
+    expect(classifyError(shapeOnly)).toMatchObject({ status: 404, transient: false });
+  });
+
+  it('ignores a negative or non-numeric retryAfterMs and falls back to the header', () => {
+    const error = httpError({
+      status: 409,
+      idempotency: { code: 'REQUEST_IN_PROGRESS', retryAfterMs: -5 },
+      headers: { 'Retry-After': '4' },
+    });
+    expect(classifyError(error, 0).retryAfterMs).toBe(4_000);
+  });
+
+  it('isTransientError is the default policy', () => {
+    expect(isTransientError(httpError({ status: 502 }))).toBe(true);
+    expect(isTransientError(httpError({ status: 422 }))).toBe(false);
+    expect(isTransientError(new TypeError('Failed to fetch'))).toBe(true);
+    expect(isTransientError(new Error('boom'))).toBe(false);
+    expect(isTransientError(null)).toBe(false);
+    expect(isTransientError('a string')).toBe(false);
+  });
+});

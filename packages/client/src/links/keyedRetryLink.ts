@@ -1,0 +1,286 @@
+import {
+  backoffDelay,
+  ConfigurationError,
+  type Random,
+  RetryBudget,
+  RetryBudgetExhaustedError,
+} from '@idem/core';
+import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { observable, type Unsubscribable } from '@trpc/server/observable';
+import { classifyError } from './internals/classifyError.js';
+import { idempotencyKeyOf } from './internals/idempotencyKeyOf.js';
+import { isDevelopment } from './internals/isDevelopment.js';
+
+/** What `retryOn` is asked about one failed attempt. */
+export interface RetryOnContext<TRouter extends AnyRouter = AnyRouter> {
+  op: Operation;
+  error: TRPCClientError<TRouter>;
+  /** The attempt that failed, counting from 1 (the first call). */
+  attempt: number;
+  /** What the default policy decides: see `isTransientError`. */
+  transient: boolean;
+}
+
+/** What `onRetry` is told before each backoff sleep. */
+export interface RetryEvent<TRouter extends AnyRouter = AnyRouter> {
+  op: Operation;
+  /** The attempt that failed, counting from 1; the next one is `attempt + 1`. */
+  attempt: number;
+  /** How long the link waits before sending the next attempt. */
+  delayMs: number;
+  error: TRPCClientError<TRouter>;
+}
+
+export interface KeyedRetryLinkOptions<TRouter extends AnyRouter = AnyRouter> {
+  /**
+   * Attempts per call, the first one included (`1` turns retries off).
+   * @default 5
+   */
+  maxAttempts?: number;
+  /**
+   * The ceiling of the first retry's delay; it doubles with every retry
+   * (full jitter: each delay is drawn from [0, min(maxDelayMs, baseDelayMs · 2^retry))).
+   * @default 200
+   */
+  baseDelayMs?: number;
+  /**
+   * No backoff delay is longer than this. A server's `Retry-After` may ask for more, up to
+   * `maxRetryAfterMs`.
+   * @default 10_000
+   */
+  maxDelayMs?: number;
+  /**
+   * The whole call, all attempts and sleeps, gets this long from its first send. A retry
+   * whose sleep would end past it is not started: the call fails with the last error.
+   * An attempt already in flight is not cut short (pass `signal` for that).
+   * @default 30_000
+   */
+  deadlineMs?: number;
+  /**
+   * Replaces the default decision of which failures to retry (`isTransientError`, handed
+   * in as `transient`). It cannot make an unkeyed mutation retryable, and `maxAttempts`,
+   * `deadlineMs`, the budget and the caller's `signal` still apply.
+   * @default ({ transient }) => transient
+   */
+  retryOn?: (context: RetryOnContext<TRouter>) => boolean;
+  /**
+   * The token bucket every retry must pay for; successes refill it. When it is empty a
+   * call fails at once, with a `TRPCClientError` whose `cause` is `RetryBudgetExhaustedError`,
+   * instead of adding load to a failing server. A retry after no response costs the
+   * budget's `timeoutCost`, one after an error response its `retryCost`.
+   *
+   * Each `keyedRetryLink()` makes its own budget. To bound the retries of several clients
+   * (say, a browser app with two tRPC clients for the same API), pass them one shared
+   * `new RetryBudget()`. `false` turns the budget off.
+   * @default new RetryBudget() (capacity 500, retry 5, timeout 10, refund 1)
+   */
+  budget?: RetryBudget | false;
+  /**
+   * The longest wait a server's `Retry-After` (or idem's `retryAfterMs`) can impose. A
+   * longer one is cut to this, so a wrong or hostile header cannot park a call for hours.
+   * @default 30_000
+   */
+  maxRetryAfterMs?: number;
+  /** Called before each backoff sleep, e.g. for logging or metrics. @default undefined */
+  onRetry?: (event: RetryEvent<TRouter>) => void;
+  /**
+   * The jitter's source of randomness, returning numbers in [0, 1). Inject
+   * `seededRandom(seed)` from `@idem/core` for reproducible tests.
+   * @default Math.random
+   */
+  random?: Random;
+}
+
+/** setTimeout fires at once for delays above 2^31 − 1 ms, so no option may exceed it. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Retries failed tRPC calls that are safe to send again: every query, and every mutation
+ * that carries an idempotency key (`op.context.idempotencyKey`, set by `idempotencyLink`,
+ * which must come before this link). A mutation without a key is never retried: if its
+ * reply was lost, it may already have run, and sending it again could run it twice.
+ *
+ * Only transient failures are retried: no response (network error; the outcome is
+ * unknown), 408, idem's 409 "key busy" (in progress, or lease lost to a takeover), 425,
+ * 429, 500, 502, 503 and 504. The
+ * wait is exponential backoff with full jitter and a cap; a `Retry-After` from the server
+ * (seconds or an HTTP date) is a floor, bounded by `maxRetryAfterMs`. A shared retry
+ * budget stops retry storms, `deadlineMs` bounds the whole call, and aborting the call's
+ * `signal` or unsubscribing ends a pending sleep at once. Subscriptions pass through.
+ *
+ * @example
+ * createTRPCClient<AppRouter>({
+ *   links: [
+ *     idempotencyLink(),
+ *     keyedRetryLink({ maxAttempts: 5 }),
+ *     httpBatchLink({ url, headers: idempotencyHeaders }),
+ *   ],
+ * });
+ */
+export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
+  options: KeyedRetryLinkOptions<TRouter> = {},
+): TRPCLink<TRouter> {
+  const maxAttempts = options.maxAttempts ?? 5;
+  const baseDelayMs = options.baseDelayMs ?? 200;
+  const maxDelayMs = options.maxDelayMs ?? 10_000;
+  const deadlineMs = options.deadlineMs ?? 30_000;
+  const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
+  const random = options.random ?? Math.random;
+  const { retryOn, onRetry } = options;
+  validateOptions({ maxAttempts, baseDelayMs, maxDelayMs, deadlineMs, maxRetryAfterMs });
+  const budget = options.budget === false ? undefined : (options.budget ?? new RetryBudget());
+  let warnedUnkeyed = false;
+
+  return () =>
+    ({ op, next }) => {
+      if (op.type === 'subscription') return next(op);
+      const key = idempotencyKeyOf(op);
+      if (op.type === 'mutation' && (key === undefined || key === null)) {
+        if (!warnedUnkeyed && isDevelopment()) {
+          warnedUnkeyed = true;
+          console.warn(
+            `[idem] keyedRetryLink: mutation "${op.path}" has no idempotency key, so it is ` +
+              'never retried: if its reply were lost it might already have run, and sending it ' +
+              'again could run it twice. Put idempotencyLink() before keyedRetryLink() in the ' +
+              'links, or pass trpc: { context: { idempotencyKey } }. (Shown once.)',
+          );
+        }
+        return next(op);
+      }
+
+      return observable((observer) => {
+        const deadlineAt = Date.now() + deadlineMs;
+        let attempt = 0;
+        let inFlight: Unsubscribable | undefined;
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        let stopListeningForAbort: (() => void) | undefined;
+        let lastRetryCost: number | undefined;
+        let succeeded = false;
+
+        const fail = (error: unknown) => {
+          observer.error(
+            error instanceof TRPCClientError
+              ? error
+              : TRPCClientError.from(error instanceof Error ? error : new Error(String(error))),
+          );
+        };
+
+        const send = () => {
+          attempt += 1;
+          inFlight = next(op).subscribe({
+            next(envelope) {
+              if (!succeeded) {
+                succeeded = true;
+                // A success after retries refunds the last retry's cost in full (as in the
+                // AWS SDKs' standard mode); one without retries adds `successRefund`.
+                budget?.recordSuccess(lastRetryCost);
+              }
+              observer.next(envelope);
+            },
+            error: (error) => onAttemptFailed(error),
+            complete: () => observer.complete(),
+          });
+        };
+
+        const onAttemptFailed = (error: TRPCClientError<TRouter>) => {
+          // The caller gave up: this error is the abort itself, not something to retry.
+          if (op.signal?.aborted) return observer.error(error);
+
+          const failure = classifyError(error);
+          let retry: boolean;
+          try {
+            retry = retryOn
+              ? retryOn({ op, error, attempt, transient: failure.transient })
+              : failure.transient;
+          } catch (thrown) {
+            return fail(thrown);
+          }
+          if (!retry || attempt >= maxAttempts) return observer.error(error);
+
+          const backoffMs = backoffDelay({ attempt: attempt - 1, baseDelayMs, maxDelayMs, random });
+          const floorMs = Math.min(failure.retryAfterMs ?? 0, maxRetryAfterMs);
+          const delayMs = Math.max(backoffMs, floorMs);
+          if (Date.now() + delayMs > deadlineAt) return observer.error(error);
+
+          if (budget) {
+            const kind = failure.outcome === 'no-response' ? 'timeout' : 'retry';
+            if (!budget.tryAcquire(kind)) {
+              const exhausted = new RetryBudgetExhaustedError({ cause: error });
+              return observer.error(
+                new TRPCClientError<TRouter>(exhausted.message, {
+                  cause: exhausted,
+                  // Keep the server's error shape, so code that reads `error.data.code`
+                  // still sees why the call failed; `cause` says why it was not retried.
+                  result: error.shape ? { id: null, error: error.shape } : null,
+                  ...(error.meta ? { meta: error.meta } : {}),
+                }),
+              );
+            }
+            lastRetryCost = budget.costOf(kind);
+          }
+
+          try {
+            onRetry?.({ op, attempt, delayMs, error });
+          } catch (thrown) {
+            return fail(thrown);
+          }
+          sleepThenSend(delayMs);
+        };
+
+        const sleepThenSend = (delayMs: number) => {
+          const signal = op.signal;
+          const onAbort = () => {
+            clearTimeout(timer);
+            timer = undefined;
+            stopListeningForAbort = undefined;
+            fail(signal?.reason ?? new DOMException('This operation was aborted', 'AbortError'));
+          };
+          signal?.addEventListener('abort', onAbort, { once: true });
+          stopListeningForAbort = () => signal?.removeEventListener('abort', onAbort);
+          timer = setTimeout(() => {
+            timer = undefined;
+            stopListeningForAbort?.();
+            stopListeningForAbort = undefined;
+            send();
+          }, delayMs);
+        };
+
+        send();
+
+        return () => {
+          clearTimeout(timer);
+          stopListeningForAbort?.();
+          inFlight?.unsubscribe();
+        };
+      });
+    };
+}
+
+function validateOptions(values: {
+  maxAttempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  deadlineMs: number;
+  maxRetryAfterMs: number;
+}): void {
+  if (!Number.isInteger(values.maxAttempts) || values.maxAttempts < 1) {
+    throw new ConfigurationError(
+      `keyedRetryLink: maxAttempts must be an integer, 1 or more (1 = no retries); got ${values.maxAttempts}.`,
+    );
+  }
+  for (const name of ['baseDelayMs', 'maxDelayMs', 'maxRetryAfterMs'] as const) {
+    const value = values[name];
+    if (!Number.isFinite(value) || value < 0 || value > MAX_TIMER_MS) {
+      throw new ConfigurationError(
+        `keyedRetryLink: ${name} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} ` +
+          `(the longest timer JavaScript runs); got ${value}.`,
+      );
+    }
+  }
+  if (!(values.deadlineMs > 0)) {
+    throw new ConfigurationError(
+      `keyedRetryLink: deadlineMs must be more than 0 (Infinity for no deadline); got ${values.deadlineMs}.`,
+    );
+  }
+}

@@ -1,0 +1,1 @@
+export { type IdempotencyKeyState, useIdempotencyKey } from './useIdempotencyKey.js';

@@ -1,0 +1,8 @@
+export {
+  type FaultyFetch,
+  type FaultyFetchCounters,
+  type FaultyFetchInit,
+  type FaultyFetchOptions,
+  type FetchFunction,
+  faultyFetch,
+} from './faultyFetch.js';
