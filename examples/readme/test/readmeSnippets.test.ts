@@ -1,12 +1,19 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
-const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+/** The root README and each package's, relative to the repository root. */
+const readmes = [
+  'README.md',
+  ...readdirSync(`${root}packages`)
+    .map((name) => `packages/${name}/README.md`)
+    .filter((path) => existsSync(`${root}${path}`)),
+];
 
 /** Every ```ts block of the README, named after the heading above it. */
 function snippets(markdown: string) {
@@ -27,7 +34,9 @@ function snippets(markdown: string) {
   return found;
 }
 
-const blocks = snippets(readme);
+const blocks = readmes.flatMap((readme) =>
+  snippets(readFileSync(`${root}${readme}`, 'utf8')).map((block) => ({ ...block, readme })),
+);
 const workDir = `${packageDir}.snippets`;
 rmSync(workDir, { recursive: true, force: true });
 mkdirSync(workDir, { recursive: true });
@@ -38,7 +47,7 @@ describe('README snippets run as written', () => {
   });
 
   for (const [index, block] of blocks.entries()) {
-    it(`${block.heading} (README.md:${block.line})`, async () => {
+    it(`${block.readme}: ${block.heading} (line ${block.line})`, async () => {
       // A snippet whose first line is a comment naming a `.test.ts` file is a vitest file.
       const isTestFile = /^\/\/ \S+\.test\.ts\b/.test(block.code);
       const file = `${workDir}/snippet-${String(index).padStart(2, '0')}${isTestFile ? '.test' : ''}.ts`;
