@@ -2,3 +2,11 @@ export { type DrizzleStoreOptions, drizzleStore } from './drizzle/drizzleStore.j
 export { type MigrateResult, migrate } from './drizzle/migrate.js';
 export type { PgDatabaseLike } from './drizzle/PgDatabaseLike.js';
 export { type IdempotencyKeyRow, idempotencyKeys } from './drizzle/schema.js';
+export {
+  createSweeper,
+  type SweepExpiredOptions,
+  type Sweeper,
+  type SweeperOptions,
+  type SweepTarget,
+  sweepExpired,
+} from './sweeper.js';
