@@ -2,6 +2,7 @@ export { type DrizzleStoreOptions, drizzleStore } from './drizzle/drizzleStore.j
 export { type MigrateResult, migrate } from './drizzle/migrate.js';
 export type { PgDatabaseLike } from './drizzle/PgDatabaseLike.js';
 export { type IdempotencyKeyRow, idempotencyKeys } from './drizzle/schema.js';
+export * from './outbox/index.js';
 export {
   createSweeper,
   type SweepExpiredOptions,

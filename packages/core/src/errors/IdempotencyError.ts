@@ -9,6 +9,7 @@ export type IdempotencyErrorCode =
   | 'LEASE_LOST'
   | 'INVALID_CONFIGURATION'
   | 'UNSERIALIZABLE_VALUE'
+  | 'INVALID_EVENT'
   | 'RETRY_BUDGET_EXHAUSTED';
 
 /**

@@ -1,5 +1,6 @@
 export { ConfigurationError, isConfigurationError } from './ConfigurationError.js';
 export {
+  guardFor,
   IdempotencyError,
   type IdempotencyErrorCode,
   type IdempotencyErrorOptions,

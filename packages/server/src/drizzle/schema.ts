@@ -46,3 +46,11 @@ export const idempotencyKeys = pgTable(
 );
 
 export type IdempotencyKeyRow = typeof idempotencyKeys.$inferSelect;
+
+// drizzle-kit reads this one file, so the outbox's tables are re-exported here.
+export {
+  type InboxEventRow,
+  inboxEvents,
+  type OutboxEventRow,
+  outboxEvents,
+} from '../outbox/schema.js';

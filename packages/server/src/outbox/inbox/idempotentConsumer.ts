@@ -1,0 +1,171 @@
+import { type Clock, ConfigurationError } from '@idem/core';
+import { and, eq, lt, sql } from 'drizzle-orm';
+import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
+import { sqlLater, sqlNow } from '../internal/sqlNow.js';
+import { inboxEvents as inbox } from '../schema.js';
+
+/** The transaction type of a Drizzle database: what `db.transaction` hands its callback. */
+export type TransactionOf<TDb extends PgDatabaseLike> = Parameters<
+  Parameters<TDb['transaction']>[0]
+>[0];
+
+export interface IdempotentConsumerOptions<TDb extends PgDatabaseLike> {
+  /** The consumer's database, holding `idem_inbox` (run `migrate(db)` first). */
+  db: TDb;
+  /** Names this consumer in the inbox: each consumer of an event handles it once. */
+  name: string;
+  /**
+   * How long an inbox row is kept after its event was handled. A copy of the event that
+   * arrives later runs the handler again, so this must be longer than
+   * `maxRedeliveryDelayMs`; `idempotentConsumer` refuses a shorter one.
+   * @default 604_800_000 (7 days)
+   */
+  retentionMs?: number;
+  /**
+   * The longest time after a first delivery at which the same event can arrive again: the
+   * broker's redelivery (ack wait, nak delays) and the relay's republishing (lease, retry
+   * backoff). `consumeJetStream` checks its own delays against it.
+   * @default 3_600_000 (1 h)
+   */
+  maxRedeliveryDelayMs?: number;
+  /**
+   * Stamps `processed_at` and dates cleanup.
+   * @default the database clock
+   */
+  clock?: Clock;
+  /**
+   * Called after every `handle` (processed, duplicate or failed); exceptions are swallowed.
+   * @default no reporting
+   */
+  onEvent?: (event: ConsumerEvent) => void;
+}
+
+/** What `handle` did, for logs and metrics. */
+export interface ConsumerEvent {
+  type: 'processed' | 'duplicate' | 'failed';
+  consumer: string;
+  eventId: string;
+  durationMs: number;
+  /** Why the handler failed (its transaction was rolled back). */
+  error?: unknown;
+}
+
+/** `processed`: the handler ran and committed. `duplicate`: it ran before; skipped. */
+export type HandleResult<T> = { status: 'processed'; value: T } | { status: 'duplicate' };
+
+export interface IdempotentConsumer<TDb extends PgDatabaseLike = PgDatabaseLike> {
+  readonly name: string;
+  readonly retentionMs: number;
+  readonly maxRedeliveryDelayMs: number;
+  /**
+   * Runs `handler` once per event id: the inbox row and the handler's writes (made through
+   * `tx`) commit together or not at all. A copy of an event already handled is skipped and
+   * reported as `duplicate`; a handler that throws rolls back, so a redelivery runs it again.
+   * Use `tx`, never the outer `db`, inside the handler (PGlite has one connection).
+   */
+  handle<T>(
+    event: { id: string },
+    handler: (tx: TransactionOf<TDb>) => Promise<T>,
+  ): Promise<HandleResult<T>>;
+  /** Deletes up to `limit` of this consumer's inbox rows older than `retentionMs`. */
+  cleanup(options?: { limit?: number }): Promise<number>;
+}
+
+/**
+ * The consuming half of exactly-once: deduplicates deliveries by event id in an inbox
+ * table, in the same transaction as the consumer's own writes.
+ *
+ * @example
+ * const billing = idempotentConsumer({ db, name: 'billing' });
+ * const result = await billing.handle(event, async (tx) => {
+ *   await tx.insert(invoices).values({ orderId: event.payload.orderId });
+ * });
+ * if (result.status === 'duplicate') log('already invoiced');
+ */
+export function idempotentConsumer<TDb extends PgDatabaseLike>(
+  options: IdempotentConsumerOptions<TDb>,
+): IdempotentConsumer<TDb> {
+  const { db, name, clock } = options;
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new ConfigurationError('idempotentConsumer: name must be a non-empty string.');
+  }
+  const retentionMs = options.retentionMs ?? 604_800_000;
+  const maxRedeliveryDelayMs = options.maxRedeliveryDelayMs ?? 3_600_000;
+  for (const [option, value] of [
+    ['retentionMs', retentionMs],
+    ['maxRedeliveryDelayMs', maxRedeliveryDelayMs],
+  ] as const) {
+    if (!(Number.isFinite(value) && value >= 0)) {
+      throw new ConfigurationError(
+        `idempotentConsumer "${name}": ${option} must be a finite number of ms, 0 or more; got ${value}.`,
+      );
+    }
+  }
+  if (retentionMs <= maxRedeliveryDelayMs) {
+    throw new ConfigurationError(
+      `idempotentConsumer "${name}": retentionMs (${retentionMs} ms) must be longer than ` +
+        `maxRedeliveryDelayMs (${maxRedeliveryDelayMs} ms). An inbox row deleted before the ` +
+        'last redelivery of its event lets that redelivery run the handler a second time. ' +
+        'Raise retentionMs or lower the redelivery delays.',
+    );
+  }
+  const tick = () => clock?.now() ?? performance.now();
+  const emit = (event: ConsumerEvent) => {
+    try {
+      options.onEvent?.(event);
+    } catch {
+      // Observability must never change the outcome.
+    }
+  };
+
+  return {
+    name,
+    retentionMs,
+    maxRedeliveryDelayMs,
+
+    async handle(event, handler) {
+      const eventId = event?.id;
+      if (typeof eventId !== 'string' || eventId.length === 0) {
+        throw new TypeError(
+          `idempotentConsumer "${name}": handle(event) needs the event's id (a non-empty string).`,
+        );
+      }
+      const startedAt = tick();
+      const took = () => tick() - startedAt;
+      try {
+        const result = await db.transaction(async (tx) => {
+          // A concurrent copy of the same event waits here on the first one's uncommitted
+          // row, then finds it (duplicate) or, if the first rolled back, takes its place.
+          const inserted = await tx
+            .insert(inbox)
+            .values({ consumer: name, eventId, processedAt: sqlNow(clock) })
+            .onConflictDoNothing()
+            .returning({ eventId: inbox.eventId });
+          if (inserted.length === 0) return { status: 'duplicate' } as const;
+          const value = await handler(tx as TransactionOf<TDb>);
+          return { status: 'processed', value } as const;
+        });
+        emit({ type: result.status, consumer: name, eventId, durationMs: took() });
+        return result;
+      } catch (error) {
+        emit({ type: 'failed', consumer: name, eventId, durationMs: took(), error });
+        throw error;
+      }
+    },
+
+    async cleanup({ limit = 1_000 } = {}) {
+      const cutoff = sqlLater(sqlNow(clock), -retentionMs);
+      const doomed = db
+        .select({ eventId: inbox.eventId })
+        .from(inbox)
+        .where(and(eq(inbox.consumer, name), lt(inbox.processedAt, cutoff)))
+        .limit(limit)
+        .for('update', { skipLocked: true });
+      const deleted = await db
+        .delete(inbox)
+        .where(and(eq(inbox.consumer, name), sql`${inbox.eventId} = any(array(${doomed}))`))
+        .returning({ eventId: inbox.eventId });
+      return deleted.length;
+    },
+  };
+}

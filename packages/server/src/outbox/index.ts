@@ -1,0 +1,41 @@
+// The outbox's public surface; `@idem/server` re-exports it. The NATS adapter lives in
+// ./nats (its own entry point).
+export {
+  type DefineEventsOptions,
+  defineEvents,
+  type EventDefinitions,
+  type EventInput,
+  type EventSchemas,
+  type TopicOf,
+} from './defineEvents.js';
+export {
+  type EventIssue,
+  InvalidEventError,
+  type InvalidEventReason,
+  isInvalidEventError,
+} from './errors/InvalidEventError.js';
+export {
+  type ConsumerEvent,
+  type HandleResult,
+  type IdempotentConsumer,
+  type IdempotentConsumerOptions,
+  idempotentConsumer,
+  type TransactionOf,
+} from './inbox/idempotentConsumer.js';
+export type { OutboxMessage, Publisher } from './OutboxMessage.js';
+export {
+  type InProcessHandlers,
+  type InProcessPublisherOptions,
+  inProcessPublisher,
+} from './publishers/inProcessPublisher.js';
+export { createRelay } from './relay/createRelay.js';
+export type { DeadLetter, ListDeadLettersOptions } from './relay/deadLetters.js';
+export type { Relay, RelayRound, RelayStats } from './relay/Relay.js';
+export type { RelayEvent, RelayEventType } from './relay/RelayEvent.js';
+export type { RelayBackoffOptions, RelayOptions } from './relay/RelayOptions.js';
+export {
+  type InboxEventRow,
+  inboxEvents,
+  type OutboxEventRow,
+  outboxEvents,
+} from './schema.js';

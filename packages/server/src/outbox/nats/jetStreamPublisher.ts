@@ -1,0 +1,110 @@
+import { type JetStreamClient, type JetStreamOptions, jetstream } from '@nats-io/jetstream';
+import { type NatsConnection, headers as natsHeaders } from '@nats-io/nats-core';
+import type { OutboxMessage, Publisher } from '../OutboxMessage.js';
+import { isTransientNatsError } from './isTransientNatsError.js';
+import { NATS_HEADERS } from './natsHeaders.js';
+
+export interface JetStreamPublisherOptions {
+  /**
+   * An open connection, or a function that opens one. With a function the publisher
+   * connects on first use and again after a failed connect or a closed connection, so a
+   * relay can start while NATS is down; it closes what it opened in `close()`.
+   */
+  connection: NatsConnection | (() => Promise<NatsConnection>);
+  /**
+   * The subject an event is published on; a stream must capture it.
+   * @default the event's topic
+   */
+  subject?: (message: OutboxMessage) => string;
+  /**
+   * How long to wait for the stream's acknowledgement before the publish counts as failed
+   * (transiently: the relay retries it, and the message id makes JetStream drop the copy
+   * if the first one was stored after all). Keep it well under the relay's `leaseMs`.
+   * @default 5_000
+   */
+  timeoutMs?: number;
+  /**
+   * Options for `jetstream(connection, …)` (API prefix, domain).
+   * @default {}
+   */
+  jetStreamOptions?: JetStreamOptions;
+}
+
+interface Client {
+  nc: NatsConnection;
+  js: JetStreamClient;
+}
+
+export interface JetStreamPublisher extends Publisher {
+  /** Closes the connection if the publisher opened it; a given connection is left open. */
+  close(): Promise<void>;
+}
+
+/**
+ * Publishes events to NATS JetStream with the event id as the message id (`Nats-Msg-Id`),
+ * so JetStream drops a copy republished within the stream's `duplicate_window`. The body
+ * is the payload's JSON; topic, aggregate key, creation time and the event's headers
+ * travel as message headers (`Idem-Topic`, `Idem-Aggregate-Key`, `Idem-Created-At`).
+ *
+ * @example
+ * const publisher = jetStreamPublisher({
+ *   connection: () => connect({ servers: process.env.NATS_URL }),
+ * });
+ */
+export function jetStreamPublisher(options: JetStreamPublisherOptions): JetStreamPublisher {
+  const { connection } = options;
+  const timeoutMs = options.timeoutMs ?? 5_000;
+  const subjectOf = options.subject ?? ((message: OutboxMessage) => message.topic);
+  let opened: Promise<Client> | undefined;
+
+  const client = (): Promise<Client> => {
+    if (typeof connection !== 'function') {
+      opened ??= Promise.resolve({
+        nc: connection,
+        js: jetstream(connection, options.jetStreamOptions),
+      });
+      return opened;
+    }
+    opened ??= connection().then(
+      (nc) => ({ nc, js: jetstream(nc, options.jetStreamOptions) }),
+      (error: unknown) => {
+        opened = undefined; // the next publish tries to connect again
+        throw error;
+      },
+    );
+    return opened.then((current) => {
+      if (!current.nc.isClosed()) return current;
+      // Closed for good (reconnect attempts exhausted): open a new one.
+      opened = undefined;
+      return client();
+    });
+  };
+
+  return {
+    async publish(message) {
+      const { js } = await client();
+      const headers = natsHeaders();
+      for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
+      headers.set(NATS_HEADERS.topic, message.topic);
+      if (message.aggregateKey !== null) {
+        headers.set(NATS_HEADERS.aggregateKey, message.aggregateKey);
+      }
+      headers.set(NATS_HEADERS.createdAt, message.createdAt.toISOString());
+      await js.publish(subjectOf(message), JSON.stringify(message.payload), {
+        msgID: message.id,
+        headers,
+        timeout: timeoutMs,
+      });
+    },
+
+    isTransientError: isTransientNatsError,
+
+    async close() {
+      const current = opened;
+      opened = undefined;
+      if (!current || typeof connection !== 'function') return;
+      const { nc } = await current.catch(() => ({ nc: undefined }));
+      if (nc && !nc.isClosed()) await nc.close();
+    },
+  };
+}

@@ -1,0 +1,299 @@
+import { backoffDelay, type Clock, ConfigurationError } from '@idem/core';
+import { claimBatch } from './claimBatch.js';
+import { cleanupSent } from './cleanupSent.js';
+import { listDeadLetters, redriveDeadLetters } from './deadLetters.js';
+import { listenForWakeUps } from './listenForWakeUps.js';
+import { outboxBacklog } from './outboxStats.js';
+import { type PublishAttempt, type PublishPolicy, publishClaimed } from './publishClaimed.js';
+import type { Relay, RelayRound } from './Relay.js';
+import type { RelayEvent } from './RelayEvent.js';
+import type { RelayOptions } from './RelayOptions.js';
+import { settleBatch } from './settleBatch.js';
+
+/** Node's own timers: unlike `systemClock`'s, they keep a relay-only process alive. */
+const nodeTimers: Pick<Clock, 'setTimeout' | 'clearTimeout'> = {
+  setTimeout: (callback, delayMs) => globalThis.setTimeout(callback, delayMs),
+  clearTimeout: (handle) => globalThis.clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+const CLEANUP_BATCH = 1_000;
+
+/**
+ * A relay: publishes what `enqueue` wrote, at least once, and marks it sent. Any number of
+ * relays may share one outbox; they split the work with `FOR UPDATE SKIP LOCKED`.
+ *
+ * @example
+ * const relay = createRelay({ db, publisher: inProcessPublisher({ 'order.placed': onOrderPlaced }) });
+ * await relay.start();
+ * // on shutdown:
+ * await relay.stop();
+ */
+export function createRelay(options: RelayOptions): Relay {
+  const { db, publisher, clock } = options;
+  const batchSize = positiveInteger('batchSize', options.batchSize ?? 100);
+  const pollIntervalMs = positiveNumber('pollIntervalMs', options.pollIntervalMs ?? 1_000);
+  const leaseMs = positiveNumber('leaseMs', options.leaseMs ?? 30_000);
+  const maxAttempts = positiveInteger('maxAttempts', options.maxAttempts ?? 10);
+  const retainSentMs = nonNegative('retainSentMs', options.retainSentMs ?? 86_400_000);
+  const cleanupIntervalMs = nonNegative('cleanupIntervalMs', options.cleanupIntervalMs ?? 60_000);
+  const ordered = options.ordered ?? false;
+  const policy: PublishPolicy = {
+    publisher,
+    maxAttempts,
+    baseDelayMs: nonNegative('backoff.baseDelayMs', options.backoff?.baseDelayMs ?? 1_000),
+    maxDelayMs: nonNegative('backoff.maxDelayMs', options.backoff?.maxDelayMs ?? 300_000),
+    random: options.backoff?.random ?? Math.random,
+  };
+  const timers = clock ?? nodeTimers;
+  const now = () => clock?.now() ?? Date.now();
+
+  const counters = { published: 0, failed: 0, deadLettered: 0 };
+  let running = false;
+  let loop: Promise<void> | undefined;
+  let unlisten: (() => Promise<void>) | undefined;
+  let sleeper: { finish: () => void; wakeable: boolean } | undefined;
+  let notified = false;
+  /** The last "unreachable" error of the latest round, for `publisher_unavailable`. */
+  let unreachableError: unknown;
+
+  const emit = (event: RelayEvent) => {
+    try {
+      options.onEvent?.(event);
+    } catch {
+      // Observability must never stop the relay.
+    }
+  };
+
+  const delayFor = (consecutive: number) =>
+    backoffDelay({
+      attempt: Math.min(consecutive - 1, 64),
+      baseDelayMs: policy.baseDelayMs,
+      maxDelayMs: policy.maxDelayMs,
+      random: policy.random,
+    });
+
+  /** Waits `delayMs`, or less: until `stop()`, or a notification when `wakeable`. */
+  const sleep = (delayMs: number, wakeable: boolean) =>
+    new Promise<void>((resolve) => {
+      if (!running || (wakeable && notified)) {
+        resolve();
+        return;
+      }
+      const finish = () => {
+        timers.clearTimeout(handle);
+        if (sleeper?.finish === finish) sleeper = undefined;
+        resolve();
+      };
+      const handle = timers.setTimeout(finish, delayMs);
+      sleeper = { finish, wakeable };
+    });
+
+  const wake = () => {
+    notified = true;
+    if (sleeper?.wakeable) sleeper.finish();
+  };
+
+  async function runOnce(): Promise<RelayRound> {
+    const token = globalThis.crypto.randomUUID();
+    // Reset before claiming: a notification from here on may be for a commit this claim
+    // does not see, and must still cut the next wait short.
+    notified = false;
+    const claimed = await claimBatch(db, { batchSize, leaseMs, ordered, token, clock });
+    const round: RelayRound = {
+      claimed: claimed.length,
+      published: 0,
+      retried: 0,
+      deadLettered: 0,
+      released: 0,
+      leaseLost: 0,
+    };
+    if (claimed.length === 0) return round;
+
+    const attempts = await Promise.all(claimed.map((event) => publishClaimed(event, policy)));
+    const settled = await settleBatch(
+      db,
+      token,
+      attempts.map((attempt) => attempt.settlement),
+      clock,
+    );
+    report(claimed, attempts, settled, round);
+    return round;
+  }
+
+  function report(
+    claimed: Awaited<ReturnType<typeof claimBatch>>,
+    attempts: PublishAttempt[],
+    settled: Set<string>,
+    round: RelayRound,
+  ) {
+    const lost: string[] = [];
+    attempts.forEach(({ settlement, error }, index) => {
+      const event = claimed[index];
+      if (!event) return;
+      const { id, topic, createdAt } = event.message;
+      if (settlement.outcome !== 'sent') counters.failed++;
+      if (!settled.has(id)) {
+        lost.push(id);
+        return;
+      }
+      switch (settlement.outcome) {
+        case 'sent':
+          round.published++;
+          counters.published++;
+          emit({
+            type: 'published',
+            id,
+            topic,
+            attempts: event.attempts,
+            lagMs: Math.max(0, now() - createdAt.getTime()),
+          });
+          break;
+        case 'retry':
+          round.retried++;
+          emit({
+            type: 'publish_failed',
+            id,
+            topic,
+            attempts: event.attempts + 1,
+            retryInMs: settlement.delayMs,
+            error,
+          });
+          break;
+        case 'dead':
+          round.deadLettered++;
+          counters.deadLettered++;
+          emit({ type: 'dead_lettered', id, topic, attempts: event.attempts + 1, error });
+          break;
+        case 'release':
+          round.released++;
+          unreachableError = error;
+          break;
+      }
+    });
+    round.leaseLost = lost.length;
+    if (lost.length > 0) emit({ type: 'lease_lost', ids: lost });
+  }
+
+  async function cleanup(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const deleted = await cleanupSent(db, { retainSentMs, limit: CLEANUP_BATCH, clock });
+      total += deleted;
+      if (deleted < CLEANUP_BATCH) break;
+    }
+    if (total > 0) emit({ type: 'cleaned_up', deleted: total });
+    return total;
+  }
+
+  async function runLoop(): Promise<void> {
+    let nextCleanupAt = now();
+    let outages = 0;
+    let errors = 0;
+    while (running) {
+      let round: RelayRound;
+      try {
+        if (cleanupIntervalMs > 0 && now() >= nextCleanupAt) {
+          nextCleanupAt = now() + cleanupIntervalMs;
+          await cleanup();
+        }
+        round = await runOnce();
+        errors = 0;
+      } catch (error) {
+        errors++;
+        const retryInMs = delayFor(errors);
+        emit({ type: 'error', error, retryInMs });
+        await sleep(retryInMs, false);
+        continue;
+      }
+      if (round.released > 0 && round.published === 0) {
+        // The publisher is unreachable: pause the whole relay, not just these events, so
+        // an outage neither burns attempts nor spins.
+        outages++;
+        const retryInMs = delayFor(outages);
+        emit({
+          type: 'publisher_unavailable',
+          consecutive: outages,
+          retryInMs,
+          error: unreachableError,
+        });
+        await sleep(retryInMs, false);
+        continue;
+      }
+      if (round.published > 0) outages = 0;
+      if (round.claimed < batchSize) await sleep(pollIntervalMs, true);
+    }
+  }
+
+  return {
+    get running() {
+      return running;
+    },
+
+    async start() {
+      if (running) return;
+      running = true;
+      if (options.listen ?? true) {
+        try {
+          unlisten = await listenForWakeUps(db, wake);
+        } catch (error) {
+          // LISTEN is an optimisation: without it the relay still polls.
+          emit({ type: 'error', error, retryInMs: pollIntervalMs });
+        }
+      }
+      if (!running) {
+        // stop() came while subscribing.
+        await unlisten?.();
+        unlisten = undefined;
+        return;
+      }
+      loop = runLoop();
+    },
+
+    async stop() {
+      running = false;
+      sleeper?.finish();
+      await loop;
+      loop = undefined;
+      const stopListening = unlisten;
+      unlisten = undefined;
+      await stopListening?.();
+    },
+
+    runOnce,
+
+    async stats() {
+      return { ...(await outboxBacklog(db, clock)), ...counters };
+    },
+
+    deadLetters: (listOptions) => listDeadLetters(db, listOptions),
+
+    async redrive(ids) {
+      const redriven = await redriveDeadLetters(db, ids, clock);
+      if (redriven.length > 0) wake();
+      return redriven;
+    },
+
+    cleanup,
+  };
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!(Number.isInteger(value) && value > 0)) {
+    throw new ConfigurationError(`createRelay: ${name} must be a positive integer; got ${value}.`);
+  }
+  return value;
+}
+
+function positiveNumber(name: string, value: number): number {
+  if (!(Number.isFinite(value) && value > 0)) {
+    throw new ConfigurationError(`createRelay: ${name} must be a positive number; got ${value}.`);
+  }
+  return value;
+}
+
+function nonNegative(name: string, value: number): number {
+  if (!(Number.isFinite(value) && value >= 0)) {
+    throw new ConfigurationError(`createRelay: ${name} must be 0 or more; got ${value}.`);
+  }
+  return value;
+}

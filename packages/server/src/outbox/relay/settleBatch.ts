@@ -1,0 +1,57 @@
+import type { Clock } from '@idem/core';
+import { sql } from 'drizzle-orm';
+import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
+import { executeRows } from '../internal/executeRows.js';
+import { sqlNow } from '../internal/sqlNow.js';
+import { outboxEvents as outbox } from '../schema.js';
+
+/** What became of one claimed event. */
+export type Settlement =
+  /** Published: mark it sent. */
+  | { id: string; outcome: 'sent' }
+  /** Failed: count the attempt and try again after `delayMs`. */
+  | { id: string; outcome: 'retry'; error: string; delayMs: number }
+  /** Failed for the last time: count the attempt and dead-letter it. */
+  | { id: string; outcome: 'dead'; error: string }
+  /** The publisher was unreachable: give it back as it was, noting the error. */
+  | { id: string; outcome: 'release'; error: string };
+
+/**
+ * Settles a claimed batch in one statement and returns the ids it settled. An id missing
+ * from the result was no longer leased under `token`: the lease ran out and another
+ * relay took the event over, so this relay's outcome is not written (fencing).
+ */
+export async function settleBatch(
+  db: PgDatabaseLike,
+  token: string,
+  settlements: readonly Settlement[],
+  clock: Clock | undefined,
+): Promise<Set<string>> {
+  if (settlements.length === 0) return new Set();
+  const now = sqlNow(clock);
+  const values = sql.join(
+    settlements.map((settlement) => {
+      const error = settlement.outcome === 'sent' ? null : settlement.error;
+      const delayMs = settlement.outcome === 'retry' ? settlement.delayMs : 0;
+      return sql`(${settlement.id}::uuid, ${settlement.outcome}::text, ${error}::text, ${delayMs}::float8)`;
+    }),
+    sql`, `,
+  );
+  const rows = await executeRows<{ id: string }>(
+    db,
+    sql`update ${outbox} set
+        sent_at = case when v.outcome = 'sent' then ${now} end,
+        dead_at = case when v.outcome = 'dead' then ${now} end,
+        attempts = ${outbox.attempts} + case when v.outcome in ('retry', 'dead') then 1 else 0 end,
+        last_error = coalesce(v.error, ${outbox.lastError}),
+        available_at = case
+          when v.outcome = 'retry' then ${now} + v.delay_ms * interval '1 millisecond'
+          else ${outbox.availableAt} end,
+        locked_until = null,
+        locked_by = null
+      from (values ${values}) as v(id, outcome, error, delay_ms)
+      where ${outbox.id} = v.id and ${outbox.lockedBy} = ${token}
+      returning ${outbox.id}::text as id`,
+  );
+  return new Set(rows.map((row) => row.id));
+}

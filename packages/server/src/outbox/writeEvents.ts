@@ -1,0 +1,64 @@
+import { sql } from 'drizzle-orm';
+import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import { AGGREGATE_LOCK_NAMESPACE, OUTBOX_CHANNEL } from './internal/constants.js';
+import { outboxEvents } from './schema.js';
+import type { ValidEvent } from './validateEvent.js';
+
+export interface WriteEventsOptions {
+  lockAggregates: boolean;
+  notify: boolean;
+}
+
+/**
+ * Writes validated events in the caller's transaction and returns their ids, in order.
+ * Nothing here commits: the events become visible to relays with the caller's commit, and
+ * vanish with its rollback.
+ */
+export async function writeEvents(
+  tx: PgDatabaseLike,
+  events: readonly ValidEvent[],
+  options: WriteEventsOptions,
+): Promise<string[]> {
+  if (events.length === 0) return [];
+  const keys = [
+    ...new Set(
+      events.flatMap((event) => (event.aggregateKey === null ? [] : [event.aggregateKey])),
+    ),
+  ];
+  if (options.lockAggregates && keys.length > 0) {
+    // Held to the end of the caller's transaction: a second producer of the same aggregate
+    // waits here, so it takes its `seq` only after this transaction committed. That makes
+    // `seq` order the commit order within an aggregate, which is what lets an `ordered`
+    // relay never publish an event while an earlier one of its aggregate is still unseen.
+    // Locks are taken in one sorted pass, so two producers cannot deadlock on them.
+    await tx.execute(sql`
+      select pg_advisory_xact_lock(${AGGREGATE_LOCK_NAMESPACE}::int4, locks.hash)
+      from (
+        select distinct hashtext(key) as hash
+        from unnest(array[${sql.join(
+          keys.map((key) => sql`${key}`),
+          sql`, `,
+        )}]::text[]) as key
+        order by hash
+      ) as locks`);
+  }
+  const ids = events.map(() => globalThis.crypto.randomUUID());
+  const insert = tx.insert(outboxEvents).values(
+    events.map((event, index) => ({
+      id: ids[index] as string,
+      topic: event.topic,
+      aggregateKey: event.aggregateKey,
+      // Sent as JSON text: a JSON `null` payload must stay a jsonb null, not SQL NULL.
+      payload: sql`${JSON.stringify(event.payload)}::jsonb`,
+      headers: event.headers,
+    })),
+  );
+  if (options.notify) {
+    // Delivered only at commit, and once per transaction: Postgres folds identical
+    // notifications of one transaction. Riding on RETURNING saves a round trip.
+    await insert.returning({ notified: sql`pg_notify(${OUTBOX_CHANNEL}, '')` });
+  } else {
+    await insert;
+  }
+  return ids;
+}

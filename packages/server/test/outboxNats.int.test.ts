@@ -1,0 +1,399 @@
+import { isConfigurationError, manualClock } from '@idem/core';
+import type { JsMsg } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { sql } from 'drizzle-orm';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
+import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
+import {
+  consumeJetStream,
+  type JetStreamConsumerEvent,
+  type JetStreamConsumption,
+} from '../src/outbox/nats/consumeJetStream.js';
+import { isTransientNatsError } from '../src/outbox/nats/isTransientNatsError.js';
+import {
+  type JetStreamPublisher,
+  jetStreamPublisher,
+} from '../src/outbox/nats/jetStreamPublisher.js';
+import type { OutboxMessage } from '../src/outbox/OutboxMessage.js';
+import { createRelay } from '../src/outbox/relay/createRelay.js';
+import type { Relay } from '../src/outbox/relay/Relay.js';
+import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
+import { useDatabase } from './harness.js';
+import {
+  deferred,
+  effectCounts,
+  events,
+  outboxRows,
+  resetOutbox,
+  waitFor,
+} from './outbox/fixtures.js';
+import { NATS_HOST, NATS_PORT, useJetStream } from './outbox/jetStreamFixture.js';
+import { type TcpProxy, tcpProxy } from './outbox/tcpProxy.js';
+
+const recordEffect = (eventId: string) => async (tx: PgDatabaseLike) => {
+  await tx.execute(sql`insert into outbox_test_effects (event_id) values (${eventId})`);
+};
+
+describe('NATS JetStream on Postgres', () => {
+  const database = useDatabase('Postgres');
+  const nats = useJetStream();
+  const cleanups: (() => Promise<unknown>)[] = [];
+  const later = <T extends { stop?: () => Promise<unknown>; close?: () => Promise<unknown> }>(
+    resource: T,
+  ): T => {
+    cleanups.push(async () => {
+      await resource.stop?.();
+      await resource.close?.();
+    });
+    return resource;
+  };
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  /** Every message in the stream, by event id (an ordered consumer reads them all). */
+  const streamContents = async (stream: string, expected: number) => {
+    const consumer = await nats().js.consumers.get(stream);
+    const seen = new Map<string, JsMsg>();
+    const messages = await consumer.fetch({ max_messages: expected, expires: 2_000 });
+    for await (const message of messages) {
+      seen.set(message.headers?.get('Nats-Msg-Id') ?? '', message);
+      if (seen.size === expected) break;
+    }
+    return seen;
+  };
+
+  it('relays events to JetStream with the event id as message id; the consumer handles each once', async () => {
+    const { db } = database();
+    await resetOutbox(db);
+    const stream = await nats().createStream();
+    const ids = await db.transaction((tx) =>
+      events.enqueue(tx, [
+        {
+          topic: 'order.placed',
+          aggregateKey: 'order-1',
+          payload: { orderId: 'order-1', totalCents: 1299 },
+          headers: { 'trace-id': 't-1' },
+        },
+        { topic: 'order.shipped', payload: { orderId: 'order-1', carrier: 'dhl' } },
+      ]),
+    );
+    const publisher = later(
+      jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf }),
+    );
+    const relay = createRelay({ db, publisher });
+    expect(await relay.runOnce()).toMatchObject({ claimed: 2, published: 2 });
+
+    const inbox = idempotentConsumer({ db, name: 'billing' });
+    const handled: { topic: string; payload: unknown; aggregateKey: string | null }[] = [];
+    const reported: JetStreamConsumerEvent[] = [];
+    later(
+      await consumeJetStream({
+        consumer: await nats().js.consumers.get(stream.name, await stream.addConsumer()),
+        inbox,
+        events,
+        handler: async (event, tx) => {
+          handled.push({
+            topic: event.topic,
+            payload: event.payload,
+            aggregateKey: event.aggregateKey,
+          });
+          if (event.topic === 'order.placed') {
+            expect(event.headers).toEqual({ 'trace-id': 't-1' });
+          }
+          await recordEffect(event.id)(tx);
+        },
+        onEvent: (event) => reported.push(event),
+      }),
+    );
+    await waitFor(() => reported.length === 2, { what: 'both events to be consumed' });
+    expect(reported.map((event) => event.type)).toEqual(['processed', 'processed']);
+    expect(handled).toEqual([
+      {
+        topic: 'order.placed',
+        payload: { orderId: 'order-1', totalCents: 1299 },
+        aggregateKey: 'order-1',
+      },
+      {
+        topic: 'order.shipped',
+        payload: { orderId: 'order-1', carrier: 'dhl' },
+        aggregateKey: null,
+      },
+    ]);
+    expect(await effectCounts(db)).toEqual(new Map(ids.map((id) => [id, 1])));
+    expect([...(await streamContents(stream.name, 2)).keys()]).toEqual(ids);
+  });
+
+  it('survives a relay crash between publish and mark: republished, stored once, handled once', async () => {
+    const { db } = database();
+    await resetOutbox(db);
+    const stream = await nats().createStream();
+    const [id] = await events.enqueue(db, [
+      { topic: 'order.placed', payload: { orderId: 'o-9', totalCents: 5 } },
+    ]);
+    const real = later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf }));
+    const clock = manualClock(Date.now() + 60_000);
+    const crashedAfterPublish = deferred();
+    const neverMarks = deferred();
+    const crashing = createRelay({
+      db,
+      clock,
+      leaseMs: 5_000,
+      publisher: {
+        async publish(message) {
+          await real.publish(message);
+          crashedAfterPublish.resolve();
+          await neverMarks.promise;
+        },
+      },
+    });
+    const crashed = crashing.runOnce();
+    await crashedAfterPublish.promise;
+
+    const acks: boolean[] = [];
+    const survivor = createRelay({
+      db,
+      clock: manualClock(clock.now() + 5_001),
+      publisher: {
+        async publish(message: OutboxMessage) {
+          // What JetStream answers for the republished copy.
+          const ack = await nats().js.publish(
+            stream.subjectOf(message),
+            JSON.stringify(message.payload),
+            {
+              msgID: message.id,
+            },
+          );
+          acks.push(ack.duplicate);
+        },
+      },
+    });
+    expect(await survivor.runOnce()).toMatchObject({ claimed: 1, published: 1 });
+    expect(acks).toEqual([true]);
+    neverMarks.resolve();
+    expect(await crashed).toMatchObject({ leaseLost: 1 });
+
+    const reported: JetStreamConsumerEvent[] = [];
+    later(
+      await consumeJetStream({
+        consumer: await nats().js.consumers.get(stream.name, await stream.addConsumer()),
+        inbox: idempotentConsumer({ db, name: 'billing' }),
+        handler: (event, tx) => recordEffect(event.id)(tx),
+        onEvent: (event) => reported.push(event),
+      }),
+    );
+    await waitFor(() => reported.length === 1, { what: 'the event to be consumed' });
+    expect(await effectCounts(db)).toEqual(new Map([[id, 1]]));
+    expect((await nats().jsm.streams.info(stream.name)).state.messages).toBe(1);
+  });
+
+  it('naks a failed handler with a delay, acks after commit, and skips a redelivered duplicate', async () => {
+    const { db } = database();
+    await resetOutbox(db);
+    const stream = await nats().createStream();
+    const durable = await stream.addConsumer();
+    const ids = await events.enqueue(db, [
+      { topic: 'test.numbered', payload: { n: 1 } },
+      { topic: 'test.numbered', payload: { n: 2 } },
+    ]);
+    const relay = createRelay({
+      db,
+      publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
+    });
+    await relay.runOnce();
+    const inbox = idempotentConsumer({ db, name: 'billing' });
+
+    // A consumer that commits the second event and dies before its ack reaches NATS.
+    const consumer = await nats().js.consumers.get(stream.name, durable);
+    const first = await consumer.next({ expires: 2_000 });
+    const second = await consumer.next({ expires: 2_000 });
+    expect(second?.headers?.get('Nats-Msg-Id')).toBe(ids[1]);
+    await inbox.handle({ id: ids[1] as string }, recordEffect(ids[1] as string));
+    first?.nak();
+    second?.nak();
+
+    let failOnce = true;
+    const reported: JetStreamConsumerEvent[] = [];
+    later(
+      await consumeJetStream({
+        consumer,
+        inbox,
+        nakBackoff: { baseDelayMs: 50, maxDelayMs: 100 },
+        handler: async (event, tx) => {
+          await recordEffect(event.id)(tx);
+          if (failOnce) {
+            failOnce = false;
+            throw new Error('flaky downstream');
+          }
+        },
+        onEvent: (event) => reported.push(event),
+      }),
+    );
+    await waitFor(() => reported.filter((event) => event.type !== 'failed').length === 2, {
+      what: 'both events to be settled',
+    });
+    const byEvent = (eventId: string | undefined) =>
+      reported.filter((event) => event.eventId === eventId).map((event) => event.type);
+    expect(byEvent(ids[0])).toEqual(['failed', 'processed']);
+    expect(byEvent(ids[1])).toEqual(['duplicate']);
+    const failed = reported.find((event) => event.type === 'failed');
+    expect(failed?.retryInMs).toBeLessThanOrEqual(100);
+    expect(await effectCounts(db)).toEqual(new Map(ids.map((id) => [id, 1])));
+    await waitFor(
+      async () => {
+        const info = await nats().jsm.consumers.info(stream.name, durable);
+        return info.num_ack_pending === 0 && info.num_pending === 0;
+      },
+      { what: 'every message to be acknowledged' },
+    );
+  });
+
+  it('refuses redelivery delays longer than the inbox was sized for, naming both', async () => {
+    const { db } = database();
+    const stream = await nats().createStream();
+    const inbox = idempotentConsumer({
+      db,
+      name: 'billing',
+      retentionMs: 60_000,
+      maxRedeliveryDelayMs: 10_000,
+    });
+    const consumerWith = async (ackWaitMs: number) =>
+      nats().js.consumers.get(
+        stream.name,
+        await stream.addConsumer({ ack_wait: nanos(ackWaitMs) }),
+      );
+    const refusal = async (promise: Promise<JetStreamConsumption>) => {
+      const error = await promise.then(
+        (consumption) => consumption.stop().then(() => undefined),
+        (caught: unknown) => caught,
+      );
+      expect(isConfigurationError(error)).toBe(true);
+      return (error as Error).message;
+    };
+    expect(
+      await refusal(
+        consumeJetStream({
+          consumer: await consumerWith(5_000),
+          inbox,
+          handler: async () => {},
+          nakBackoff: { maxDelayMs: 20_000 },
+        }),
+      ),
+    ).toMatch(/nakBackoff\.maxDelayMs \(20000 ms\).*maxRedeliveryDelayMs \(10000 ms\)/);
+    expect(
+      await refusal(
+        consumeJetStream({
+          consumer: await consumerWith(30_000),
+          inbox,
+          handler: async () => {},
+          nakBackoff: { maxDelayMs: 5_000 },
+        }),
+      ),
+    ).toMatch(/30000 ms \(ack_wait.*maxRedeliveryDelayMs \(10000 ms\)/);
+  });
+
+  it('backs off while NATS is down at start and again mid-run, recovers, and loses nothing', async () => {
+    const { db } = database();
+    await resetOutbox(db);
+    const stream = await nats().createStream();
+    const proxy: TcpProxy = await tcpProxy(NATS_HOST, NATS_PORT);
+    cleanups.push(() => proxy.stop());
+    const log: RelayEvent[] = [];
+    const outages = () => log.filter((event) => event.type === 'publisher_unavailable').length;
+    const real: JetStreamPublisher = jetStreamPublisher({
+      connection: () =>
+        connect({
+          servers: `127.0.0.1:${proxy.port}`,
+          reconnectTimeWait: 50,
+          maxReconnectAttempts: -1,
+          timeout: 1_000,
+        }),
+      subject: stream.subjectOf,
+      timeoutMs: 500,
+    });
+    later(real);
+    let successes = 0;
+    let cutAfter = Number.POSITIVE_INFINITY;
+    const relay: Relay = later(
+      createRelay({
+        db,
+        publisher: {
+          isTransientError: (error: unknown) => real.isTransientError?.(error) === true,
+          async publish(message) {
+            await real.publish(message);
+            if (++successes === cutAfter) await proxy.stop();
+          },
+        },
+        batchSize: 10,
+        pollIntervalMs: 20,
+        maxAttempts: 2,
+        backoff: { baseDelayMs: 20, maxDelayMs: 200 },
+        onEvent: (event) => log.push(event),
+      }),
+    );
+    const enqueue50 = (from: number) =>
+      db.transaction((tx) =>
+        events.enqueue(
+          tx,
+          Array.from({ length: 50 }, (_, n) => ({
+            topic: 'test.numbered' as const,
+            payload: { n: from + n },
+          })),
+        ),
+      );
+
+    const ids = await enqueue50(0);
+    await relay.start();
+    await waitFor(() => outages() >= 3, { what: 'the relay to back off from a down NATS' });
+    const whileDown = await outboxRows(db);
+    expect(whileDown.every((row) => !row.sent && !row.dead && row.attempts === 0)).toBe(true);
+    const lastError = log.findLast((event) => event.type === 'publisher_unavailable');
+    expect(
+      isTransientNatsError(lastError?.type === 'publisher_unavailable' && lastError.error),
+    ).toBe(true);
+
+    await proxy.start();
+    await waitFor(async () => (await relay.stats()).backlog === 0, {
+      timeoutMs: 10_000,
+      what: 'the backlog to drain after NATS came up',
+    });
+
+    cutAfter = successes + 20;
+    const outagesBefore = outages();
+    ids.push(...(await enqueue50(50)));
+    await waitFor(() => outages() > outagesBefore + 1, {
+      timeoutMs: 10_000,
+      what: 'the relay to back off from NATS going down mid-run',
+    });
+    expect((await relay.stats()).backlog).toBeGreaterThan(0);
+    await proxy.start();
+    await waitFor(async () => (await relay.stats()).backlog === 0, {
+      timeoutMs: 10_000,
+      what: 'the backlog to drain after NATS came back',
+    });
+
+    expect(await relay.stats()).toMatchObject({ dead: 0, deadLettered: 0 });
+    expect((await nats().jsm.streams.info(stream.name)).state.messages).toBe(100);
+    expect(new Set((await streamContents(stream.name, 100)).keys())).toEqual(new Set(ids));
+  }, 40_000);
+});
+
+describe('isTransientNatsError', () => {
+  it('tells outages from errors about the message', async () => {
+    const refused = await connect({ servers: '127.0.0.1:1', timeout: 500 }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(isTransientNatsError(refused)).toBe(true);
+    expect(isTransientNatsError(Object.assign(new Error('x'), { name: 'TimeoutError' }))).toBe(
+      true,
+    );
+    expect(isTransientNatsError(new Error('wrapped', { cause: { code: 'ECONNRESET' } }))).toBe(
+      true,
+    );
+    expect(isTransientNatsError(new Error('maximum payload exceeded'))).toBe(false);
+    expect(isTransientNatsError(undefined)).toBe(false);
+  });
+});
