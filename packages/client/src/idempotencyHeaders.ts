@@ -1,15 +1,8 @@
-import { validateKey } from '@idem/core';
+import { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER, validateKey } from '@idem/core';
 import type { HTTPHeaders, Operation } from '@trpc/client';
 import { idempotencyKeyOf } from './links/internals/idempotencyKeyOf.js';
 
-/** Request header with the key of a single (non-batch) operation. */
-export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
-/**
- * Request header with the keys of a batch: a JSON object from each keyed operation's
- * index in the batch to its key, e.g. `{"0":"9b2…","2":"c41…"}`. Operations without a key
- * are left out.
- */
-export const IDEMPOTENCY_KEY_BATCH_HEADER = 'Idempotency-Key-Batch';
+export { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER };
 
 /**
  * What httpLink (`{ op }`) and httpBatchLink (`{ opList }`) pass to their `headers`

@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from './Clock.js';
+import { deriveKey } from './deriveKey.js';
 import { type ErrorPolicy, type ErrorPolicyOption, resolveErrorPolicy } from './errorPolicy.js';
 import { ConfigurationError } from './errors/ConfigurationError.js';
 import { KeyMismatchError } from './errors/KeyMismatchError.js';
@@ -9,7 +10,6 @@ import type { ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
 import { startLease } from './lease.js';
 import { type IdempotencyRecord, type JsonValue, type LeaseToken, leaseTokenOf } from './record.js';
 import { type Serializer, taggedJsonSerializer } from './serializer.js';
-import { sha256HexSync } from './sha256Sync.js';
 import { validateKey } from './validateKey.js';
 
 export type IdempotencyEventType =
@@ -310,10 +310,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       attempt: record.attempts,
       version: record.version,
       takeover: claim.takeover,
-      deriveKey: (suffix) =>
-        validateKey(
-          `idem-${sha256HexSync(`${record.scope}\u0000${record.key}`).slice(0, 32)}-${suffix}`,
-        ),
+      deriveKey: (suffix) => deriveKey(record.scope, record.key, suffix),
       async step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {
         if (Object.hasOwn(steps, name)) return serializer.deserialize(steps[name]!) as S;
         // A holder that was paused past its lease must not start new side effects: another

@@ -11,9 +11,9 @@ export {
   type IdempotencyOptions,
   type IdempotencySettings,
   type InProgressWait,
-  resolveSettings,
   wasReplayed,
 } from './createIdempotency.js';
+export { deriveKey } from './deriveKey.js';
 export {
   defaultErrorPolicy,
   type ErrorDecision,
@@ -30,7 +30,6 @@ export type {
   IdempotencyStore,
   SweepOptions,
 } from './IdempotencyStore.js';
-export { type Lease, type LeaseOptions, startLease } from './lease.js';
 export { type ManualClock, manualClock } from './manualClock.js';
 export {
   type ClaimDecision,
@@ -51,6 +50,15 @@ export { type Random, seededRandom } from './retry/Random.js';
 export { RetryBudget, type RetryBudgetOptions, type RetryKind } from './retry/RetryBudget.js';
 export { parseRetryAfter } from './retry/retryAfter.js';
 export { type Serializer, taggedJsonSerializer } from './serializer.js';
-export { sha256HexSync } from './sha256Sync.js';
 export { type MemoryStore, type MemoryStoreOptions, memoryStore } from './testing/memoryStore.js';
 export { MAX_KEY_LENGTH, validateKey } from './validateKey.js';
+export {
+  IDEMPOTENCY_KEY_BATCH_HEADER,
+  IDEMPOTENCY_KEY_HEADER,
+  IDEMPOTENCY_STATUS_BATCH_HEADER,
+  IDEMPOTENCY_STATUS_HEADER,
+  IDEMPOTENT_REPLAYED_BATCH_HEADER,
+  IDEMPOTENT_REPLAYED_HEADER,
+  type IdempotencyStatus,
+  RETRY_AFTER_HEADER,
+} from './wireFormat.js';

@@ -1,6 +1,6 @@
 export { type DrizzleStoreOptions, drizzleStore } from './drizzle/drizzleStore.js';
 export { type MigrateResult, migrate } from './drizzle/migrate.js';
-export type { PgDatabaseLike } from './drizzle/PgDatabaseLike.js';
+export type { PgDatabaseLike, TransactionOf } from './drizzle/PgDatabaseLike.js';
 export { type IdempotencyKeyRow, idempotencyKeys } from './drizzle/schema.js';
 export * from './outbox/index.js';
 export {
@@ -11,3 +11,4 @@ export {
   type SweepTarget,
   sweepExpired,
 } from './sweeper.js';
+export * from './trpc/index.js';

@@ -7,3 +7,8 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
  */
 // biome-ignore lint/suspicious/noExplicitAny: the schema generics must accept any app's schema.
 export type PgDatabaseLike = PgDatabase<PgQueryResultHKT, any, any>;
+
+/** The transaction type of a Drizzle database: what `db.transaction(fn)` hands to `fn`. */
+export type TransactionOf<TDb extends PgDatabaseLike> = Parameters<
+  Parameters<TDb['transaction']>[0]
+>[0];

@@ -70,4 +70,9 @@ export const migrations: readonly BundledMigration[] = [
       `CREATE INDEX "idem_outbox_dead_idx" ON "idem_outbox" USING btree ("seq") WHERE "idem_outbox"."dead_at" is not null;`,
     ],
   },
+  {
+    tag: '0002_outcome_json',
+    hash: 'f4473706f78df88db005bf38a9e5fd6be0303291751d253b6a6cf13fc92e798f',
+    statements: [`ALTER TABLE "idem_keys" ALTER COLUMN "outcome" SET DATA TYPE json;`],
+  },
 ];

@@ -4,6 +4,7 @@ import {
   check,
   index,
   integer,
+  json,
   jsonb,
   pgTable,
   primaryKey,
@@ -31,7 +32,9 @@ export const idempotencyKeys = pgTable(
     version: integer('version').notNull(),
     lockedUntil: instant('locked_until'),
     attempts: integer('attempts').notNull(),
-    outcome: jsonb('outcome').$type<StoredOutcome>(),
+    // json, not jsonb: jsonb reorders object keys, and a replay must return the body the
+    // first attempt returned, key order included.
+    outcome: json('outcome').$type<StoredOutcome>(),
     steps: jsonb('steps').$type<Record<string, JsonValue>>().notNull().default(sql`'{}'::jsonb`),
     createdAt: instant('created_at').notNull(),
     completedAt: instant('completed_at'),

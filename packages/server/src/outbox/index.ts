@@ -20,7 +20,6 @@ export {
   type IdempotentConsumer,
   type IdempotentConsumerOptions,
   idempotentConsumer,
-  type TransactionOf,
 } from './inbox/idempotentConsumer.js';
 export type { OutboxMessage, Publisher } from './OutboxMessage.js';
 export {

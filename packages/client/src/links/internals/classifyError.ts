@@ -1,4 +1,4 @@
-import { parseRetryAfter } from '@idem/core';
+import { type IdempotencyStatus, parseRetryAfter } from '@idem/core';
 
 /**
  * What one failed attempt tells the retry link.
@@ -27,8 +27,7 @@ export interface AttemptFailure {
   transient: boolean;
 }
 
-/** Why idem's server refused a call with 409 (its `Idempotency-Status` header). */
-export type IdempotencyStatus = 'in-progress' | 'lease-lost';
+export type { IdempotencyStatus };
 
 /** `error.data.idempotency.code` values of idem's 409s, by status. */
 const STATUS_BY_IDEMPOTENCY_CODE: Readonly<Record<string, IdempotencyStatus>> = {

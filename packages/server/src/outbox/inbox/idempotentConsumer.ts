@@ -1,13 +1,11 @@
 import { type Clock, ConfigurationError } from '@idem/core';
 import { and, eq, lt, sql } from 'drizzle-orm';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike, TransactionOf } from '../../drizzle/PgDatabaseLike.js';
+
+export type { TransactionOf };
+
 import { sqlLater, sqlNow } from '../internal/sqlNow.js';
 import { inboxEvents as inbox } from '../schema.js';
-
-/** The transaction type of a Drizzle database: what `db.transaction` hands its callback. */
-export type TransactionOf<TDb extends PgDatabaseLike> = Parameters<
-  Parameters<TDb['transaction']>[0]
->[0];
 
 export interface IdempotentConsumerOptions<TDb extends PgDatabaseLike> {
   /** The consumer's database, holding `idem_inbox` (run `migrate(db)` first). */

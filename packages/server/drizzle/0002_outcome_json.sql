@@ -1,0 +1,1 @@
+ALTER TABLE "idem_keys" ALTER COLUMN "outcome" SET DATA TYPE json;

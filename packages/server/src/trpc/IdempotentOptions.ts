@@ -1,0 +1,193 @@
+import type {
+  Clock,
+  ErrorPolicyOption,
+  HandlerContext,
+  IdempotencyEvent,
+  IdempotencyStore,
+  InProgressWait,
+  Serializer,
+} from '@idem/core';
+import type { TRPCMiddlewareFunction } from '@trpc/server';
+import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
+
+export type { TransactionOf };
+
+/**
+ * `ctx.idempotency` in a lease-mode procedure:
+ * - `key`, `scope`: the call's key and the scope it is stored under;
+ * - `step(name, fn)`: a recovery point: `fn` runs once per key, its result is saved, and
+ *   an attempt that takes over after a crash or a released failure gets the saved result
+ *   instead of running `fn` again;
+ * - `deriveKey(suffix)`: a key for a downstream call (a payment provider), the same on
+ *   every attempt of this key and different between scopes;
+ * - `signal`: aborted when this attempt loses its lease (stop: another attempt owns the key);
+ * - `attempt` (1, then one more per takeover), `takeover`, `version` (the fencing token).
+ */
+export type LeaseIdempotency = HandlerContext;
+
+/**
+ * `ctx.idempotency` in a transaction-mode procedure: everything of {@link LeaseIdempotency}
+ * plus `tx`, the transaction that claims the key and completes it. Do every write of the
+ * procedure through `tx`: it commits together with the completion, or not at all.
+ *
+ * `step(name, fn)` simply runs `fn` here: the transaction makes the procedure atomic, so
+ * there is never a half-finished attempt to resume. `signal` is the request's signal.
+ *
+ * **PGlite** has a single connection: while the transaction is open, any query on `db`
+ * (rather than `tx`) waits for the transaction to end, which waits for the procedure, so
+ * the request hangs. Inside a transaction-mode procedure, use only `tx`.
+ */
+export interface TransactionIdempotency<TTx> extends HandlerContext {
+  tx: TTx;
+}
+
+/** With `required: false`, a call without a key runs unprotected: no `ctx.idempotency`. */
+export type OptionalIf<T, TRequired extends boolean> = TRequired extends false ? T | undefined : T;
+
+/**
+ * The context a middleware sees: the app's context with the fields earlier middlewares
+ * added or narrowed (`next({ ctx })`) written over it.
+ */
+export type ContextWith<TContext, TOverrides> = Omit<TContext, keyof TOverrides> & TOverrides;
+
+/** What `idempotent()` returns: a tRPC middleware that adds `ctx.idempotency`. */
+export type IdempotentMiddleware<TContext, TIdempotency> = TRPCMiddlewareFunction<
+  TContext,
+  object,
+  object,
+  { idempotency: TIdempotency },
+  unknown
+>;
+
+export interface IdempotentBaseOptions<TContext, TRequired extends boolean> {
+  /**
+   * Names the principal (tenant, user, API client) the call acts for, e.g.
+   * `({ ctx }) => \`tenant:${ctx.tenantId}/user:${ctx.user.id}\``. The middleware adds the
+   * procedure path itself, so a key is stored under (principal, procedure).
+   *
+   * Required, because keys come from clients and nothing stops two clients from sending
+   * the same one: without the principal in the scope, user B sending user A's key (by
+   * accident, a buggy client, or on purpose) would be answered with A's stored response.
+   * Return something stable for every caller that may share results and unique between
+   * those who must not; for a public procedure, an anonymous session id.
+   */
+  scope: (input: { ctx: TContext; path: string }) => string | Promise<string>;
+  /**
+   * A call without a key: `true` refuses it with `BAD_REQUEST`; `false` runs it
+   * unprotected, with `ctx.idempotency` undefined.
+   * @default true
+   */
+  required?: TRequired;
+  /**
+   * How long a claim holds the key before another attempt may take it over; the
+   * heartbeat renews it while the procedure runs (lease mode).
+   * @default 30_000
+   */
+  leaseMs?: number;
+  /**
+   * How often a running lease-mode procedure renews its lease.
+   * @default leaseMs / 3
+   */
+  heartbeatMs?: number;
+  /**
+   * How long a completed key is kept and replayed. Must outlast the longest time over
+   * which clients retry one call.
+   * @default 86_400_000 (24 h)
+   */
+  ttlMs?: number;
+  /**
+   * The longest time over which your clients retry one call; start-up refuses a `ttlMs`
+   * shorter than it.
+   * @default undefined (only ttlMs > leaseMs is checked)
+   */
+  retryWindowMs?: number;
+  /**
+   * What a duplicate does while the first call with its key still runs.
+   *
+   * Lease mode: `'reject'` answers at once with `CONFLICT` (409), `Retry-After` and
+   * `data.idempotency.code = 'REQUEST_IN_PROGRESS'`; `{ waitMs }` polls for up to `waitMs`
+   * and replays the first call's outcome when it finishes (409 after that).
+   *
+   * Transaction mode: a duplicate always waits on the key's row lock, which ends in a
+   * replay when the first call commits. The wait is bounded by Postgres' `lock_timeout`,
+   * set to `waitMs`, or 5 000 ms with `'reject'`; past it, the 409 above.
+   * @default 'reject'
+   */
+  inProgress?: 'reject' | InProgressWait;
+  /**
+   * Which failures are stored and replayed, and which release the key.
+   * `(error) => 'store' | 'release'` replaces only the decision.
+   * @default trpcErrorPolicy (see its table: business 4xx stored, 401/408/428/429/499, 5xx and non-tRPC exceptions released)
+   */
+  errorPolicy?: ErrorPolicyOption;
+  /**
+   * How outcomes become JSON in the store and come back on replay. The default keeps every
+   * type superjson sends for a typical app (Date, BigInt, Map, Set, undefined, NaN, ±Infinity,
+   * -0); for others (RegExp, URL, custom classes), wrap superjson itself:
+   * `{ serialize: (v) => superjson.serialize(v) as JsonValue, deserialize: (j) => superjson.deserialize(j as never) }`.
+   * @default taggedJsonSerializer
+   */
+  serializer?: Serializer;
+  /**
+   * The largest input accepted, in UTF-8 bytes of its canonical JSON. A larger input is
+   * refused with `PAYLOAD_TOO_LARGE` (413) before anything is stored.
+   * @default 1_048_576 (1 MiB)
+   */
+  maxInputBytes?: number;
+  /**
+   * Called for every event (claimed, takeover, replayed, in_progress, mismatch,
+   * completed, released, lease_lost); an exception thrown here is swallowed.
+   * @default undefined
+   */
+  onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * The clock for heartbeats, in-progress polling and event durations (leases themselves
+   * are judged by the database's clock). For tests.
+   * @default systemClock
+   */
+  clock?: Clock;
+}
+
+/** Lease mode with your own store (`memoryStore()` in tests, or any `IdempotencyStore`). */
+export interface LeaseStoreOptions<TContext, TRequired extends boolean>
+  extends IdempotentBaseOptions<TContext, TRequired> {
+  /**
+   * `'lease'`: the claim commits first, the procedure runs under a heartbeat-renewed
+   * lease, and the completion is fenced; for procedures with external side effects.
+   * @default 'lease'
+   */
+  mode?: 'lease';
+  /** Where keys live. */
+  store: IdempotencyStore;
+  db?: undefined;
+}
+
+/** Lease mode on Postgres: keys live in `idem_keys` through `drizzleStore(db)`. */
+export interface LeaseDbOptions<TContext, TRequired extends boolean>
+  extends IdempotentBaseOptions<TContext, TRequired> {
+  /** @default 'lease' */
+  mode?: 'lease';
+  /** A Drizzle Postgres database (postgres-js or PGlite); keys go through `drizzleStore(db)`. */
+  db: PgDatabaseLike;
+  store?: undefined;
+}
+
+export type LeaseModeOptions<TContext, TRequired extends boolean> =
+  | LeaseStoreOptions<TContext, TRequired>
+  | LeaseDbOptions<TContext, TRequired>;
+
+/**
+ * Transaction mode: the claim, the procedure's writes through `ctx.idempotency.tx` and the
+ * completion commit in one Postgres transaction; for procedures whose side effects are
+ * all in this database.
+ */
+export interface TransactionModeOptions<
+  TContext,
+  TDb extends PgDatabaseLike,
+  TRequired extends boolean,
+> extends IdempotentBaseOptions<TContext, TRequired> {
+  mode: 'transaction';
+  /** The Drizzle Postgres database whose transaction the procedure gets as `tx`. */
+  db: TDb;
+  store?: undefined;
+}

@@ -1,0 +1,54 @@
+import { IDEMPOTENCY_KEY_BATCH_HEADER } from '@idem/core';
+import { TRPCError } from '@trpc/server';
+
+const BATCH_INDEX = /^(0|[1-9][0-9]{0,8})$/;
+
+const FORMAT =
+  `${IDEMPOTENCY_KEY_BATCH_HEADER} must be a JSON object from each keyed operation's batch ` +
+  'index to its key, e.g. {"0":"<key>","2":"<key>"}';
+
+/**
+ * Parses the `Idempotency-Key-Batch` header into batch index → key. Keys are returned as
+ * sent (strings); each is validated when its operation runs, so one bad key fails only
+ * its own operation. A header that is not that JSON shape fails every keyed operation of
+ * the batch with `BAD_REQUEST`: none of its keys can be trusted.
+ */
+export function batchKeys(header: string): ReadonlyMap<number, string> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(header);
+  } catch (cause) {
+    throw new TRPCError({
+      code: 'BAD_REQUEST',
+      message: `${FORMAT}; it is not valid JSON.`,
+      cause,
+    });
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new TRPCError({ code: 'BAD_REQUEST', message: `${FORMAT}; got a JSON ${kind(parsed)}.` });
+  }
+  const keys = new Map<number, string>();
+  for (const [index, key] of Object.entries(parsed)) {
+    // Never echo the member name: it is untrusted text headed for an error message.
+    if (!BATCH_INDEX.test(index)) {
+      throw new TRPCError({
+        code: 'BAD_REQUEST',
+        message: `${FORMAT}; a member name is not a batch index (a non-negative decimal integer).`,
+      });
+    }
+    if (typeof key !== 'string') {
+      throw new TRPCError({
+        code: 'BAD_REQUEST',
+        message: `${FORMAT}; the key for batch index ${index} is a JSON ${kind(key)}, not a string.`,
+      });
+    }
+    keys.set(Number(index), key);
+  }
+  return keys;
+}
+
+function kind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  return typeof value;
+}

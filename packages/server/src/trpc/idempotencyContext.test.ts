@@ -1,0 +1,85 @@
+import { TRPCError } from '@trpc/server';
+import { describe, expect, it } from 'vitest';
+import { idempotencyContext } from './idempotencyContext.js';
+
+const request = (url: string, headers: Record<string, string> = {}) =>
+  new Request(`http://localhost${url}`, { headers });
+
+describe('idempotencyContext', () => {
+  it('reads Idempotency-Key on a single call and Idempotency-Key-Batch by index on a batch', () => {
+    const single = idempotencyContext({ req: request('/trpc/a', { 'Idempotency-Key': 'k1' }) });
+    expect(single.idempotencyRequest.keyOf(0)).toBe('k1');
+    const batch = idempotencyContext({
+      req: request('/trpc/a,b,c?batch=1', { 'Idempotency-Key-Batch': '{"0":"k0","2":"k2"}' }),
+    });
+    expect([0, 1, 2].map((index) => batch.idempotencyRequest.keyOf(index))).toEqual([
+      'k0',
+      undefined,
+      'k2',
+    ]);
+  });
+
+  it("prefers tRPC's info.isBatchCall to the URL", () => {
+    const context = idempotencyContext({
+      req: request('/trpc/a', { 'Idempotency-Key-Batch': '{"0":"k0"}' }),
+      info: { isBatchCall: true },
+    });
+    expect(context.idempotencyRequest.keyOf(0)).toBe('k0');
+  });
+
+  it("accepts Node's IncomingHttpHeaders (lower-case names, arrays for repeats)", () => {
+    const context = idempotencyContext({
+      req: { headers: { 'idempotency-key': 'node-key' }, url: '/trpc/a' },
+    });
+    expect(context.idempotencyRequest.keyOf(0)).toBe('node-key');
+    const batch = idempotencyContext({
+      req: { headers: { 'idempotency-key-batch': '{"1":"b"}' }, url: '/trpc/a,b?batch=1' },
+    });
+    expect(batch.idempotencyRequest.keyOf(1)).toBe('b');
+  });
+
+  it('refuses a batch index with a leading zero or a sign', () => {
+    for (const header of ['{"01":"k"}', '{"-1":"k"}', '{"1.0":"k"}']) {
+      const context = idempotencyContext({
+        req: request('/trpc/a?batch=1', { 'Idempotency-Key-Batch': header }),
+      });
+      expect(() => context.idempotencyRequest.keyOf(0)).toThrow(TRPCError);
+    }
+  });
+
+  it('writes replay and busy headers for a single call', () => {
+    const resHeaders = new Headers();
+    const { idempotencyRequest } = idempotencyContext({ req: request('/trpc/a'), resHeaders });
+    idempotencyRequest.replayed(0);
+    idempotencyRequest.busy(0, 'in-progress', 1_001);
+    expect(Object.fromEntries(resHeaders)).toEqual({
+      'idempotent-replayed': 'true',
+      'idempotency-status': 'in-progress',
+      'retry-after': '2',
+    });
+  });
+
+  it('collects per-operation headers for a batch, with the longest Retry-After', () => {
+    const resHeaders = new Headers();
+    const { idempotencyRequest } = idempotencyContext({
+      req: request('/trpc/a,b,c,d?batch=1'),
+      resHeaders,
+    });
+    idempotencyRequest.replayed(2);
+    idempotencyRequest.replayed(0);
+    idempotencyRequest.busy(3, 'in-progress', 5_000);
+    idempotencyRequest.busy(1, 'lease-lost', 0);
+    expect(Object.fromEntries(resHeaders)).toEqual({
+      'idempotent-replayed-batch': '[0,2]',
+      'idempotency-status-batch': '{"1":"lease-lost","3":"in-progress"}',
+      'retry-after': '5',
+    });
+  });
+
+  it('carries the key of a createCaller call, with or without response headers', () => {
+    const { idempotencyRequest } = idempotencyContext({ key: 'server-key' });
+    expect(idempotencyRequest.keyOf(0)).toBe('server-key');
+    expect(() => idempotencyRequest.replayed(0)).not.toThrow();
+    expect(idempotencyContext({ key: undefined }).idempotencyRequest.keyOf(0)).toBeUndefined();
+  });
+});

@@ -1,0 +1,321 @@
+import {
+  ConfigurationError,
+  canonicalJson,
+  createIdempotency,
+  type ErrorPolicy,
+  type ErrorPolicyOption,
+  IDEMPOTENCY_KEY_BATCH_HEADER,
+  IDEMPOTENCY_KEY_HEADER,
+  type IdempotencyEvent,
+  InvalidKeyError,
+  sha256Hex,
+  validateKey,
+} from '@idem/core';
+import {
+  type AnyTRPCMiddlewareFunction,
+  TRPCError,
+  type TRPCMiddlewareFunction,
+} from '@trpc/server';
+import { drizzleStore } from '../drizzle/drizzleStore.js';
+import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import type {
+  ContextWith,
+  LeaseIdempotency,
+  LeaseModeOptions,
+  OptionalIf,
+  TransactionIdempotency,
+  TransactionModeOptions,
+  TransactionOf,
+} from './IdempotentOptions.js';
+import type { IdempotencyRequestContext } from './idempotencyContext.js';
+import { leaseMode } from './leaseMode.js';
+import { toTRPCError } from './toTRPCError.js';
+import { type Answer, type ResultLike, transactionMode } from './transactionMode.js';
+import { trpcErrorPolicy } from './trpcErrorPolicy.js';
+
+/** @default of `maxInputBytes`. */
+export const DEFAULT_MAX_INPUT_BYTES = 1_048_576;
+/** How long a transaction-mode duplicate waits on the row lock with `inProgress: 'reject'`. */
+export const DEFAULT_LOCK_WAIT_MS = 5_000;
+
+const MISSING_KEY =
+  `This mutation requires an idempotency key: send it in the ${IDEMPOTENCY_KEY_HEADER} header ` +
+  `(in a batch, in ${IDEMPOTENCY_KEY_BATCH_HEADER} by batch index), 1–255 printable ASCII ` +
+  'characters (0x20–0x7E), e.g. crypto.randomUUID(), the same on every retry of the call.';
+
+const encoder = new TextEncoder();
+
+// The overloads spell out `TRPCMiddlewareFunction<…>` rather than `IdempotentMiddleware`:
+// TypeScript infers `TContext` and `TOverrides` from `.use()` only when both name the same alias.
+
+/**
+ * Makes a tRPC mutation safe to retry: the first call with an idempotency key runs, and
+ * every later call with that key (in the same scope) gets the first call's response, or
+ * its stored error, without running again.
+ *
+ * ```ts
+ * const t = initTRPC.context<Context>().create({ transformer: superjson,
+ *   errorFormatter: ({ shape, error }) => withIdempotencyErrorData(shape, error) });
+ * const keyed = t.procedure.use(idempotent({ db, scope: ({ ctx }) => `user:${ctx.user.id}` }));
+ * export const router = t.router({
+ *   charge: keyed.input(z.object({ cents: z.number() })).mutation(async ({ ctx, input }) => {
+ *     const payment = await ctx.idempotency.step('charge', () =>
+ *       psp.charge(input.cents, { idempotencyKey: ctx.idempotency.deriveKey('charge') }));
+ *     return { paymentId: payment.id };
+ *   }),
+ * });
+ * ```
+ *
+ * The context must contain `idempotencyContext(...)` (it carries the request's keys and
+ * response headers), and `.use(idempotent(...))` does not compile without it.
+ *
+ * Answers (with `withIdempotencyErrorData` in the error formatter, errors also carry
+ * `data.idempotency.code`):
+ *
+ * | situation | answer |
+ * |---|---|
+ * | no key (with `required`) | `BAD_REQUEST` 400, `INVALID_KEY` (`reason: 'missing'`) |
+ * | key not 1–255 printable ASCII, or malformed batch header | `BAD_REQUEST` 400, `INVALID_KEY` |
+ * | input larger than `maxInputBytes` | `PAYLOAD_TOO_LARGE` 413, nothing stored |
+ * | key used before with another input | `UNPROCESSABLE_CONTENT` 422, `KEY_MISMATCH` |
+ * | key busy | `CONFLICT` 409, `REQUEST_IN_PROGRESS` + `retryAfterMs`, `Retry-After`, `Idempotency-Status: in-progress` |
+ * | this attempt was taken over | `CONFLICT` 409, `LEASE_LOST`, `Idempotency-Status: lease-lost` |
+ * | key completed | the stored data or error, and `Idempotent-Replayed: true` |
+ * | used on a query or subscription | `INTERNAL_SERVER_ERROR`: a configuration error |
+ *
+ * The fingerprint that binds a key to its request is SHA-256 of the canonical JSON of
+ * `{ path, input }`, with `input` as the client sent it (before validation).
+ *
+ * Options are checked here, at start-up: a set that cannot work throws `ConfigurationError`.
+ */
+export function idempotent<
+  TContext extends IdempotencyRequestContext,
+  TDb extends PgDatabaseLike,
+  TRequired extends boolean = true,
+  TOverrides extends object = object,
+>(
+  options: TransactionModeOptions<ContextWith<TContext, TOverrides>, TDb, TRequired>,
+): TRPCMiddlewareFunction<
+  TContext,
+  object,
+  TOverrides,
+  { idempotency: OptionalIf<TransactionIdempotency<TransactionOf<TDb>>, TRequired> },
+  unknown
+>;
+export function idempotent<
+  TContext extends IdempotencyRequestContext,
+  TRequired extends boolean = true,
+  TOverrides extends object = object,
+>(
+  options: LeaseModeOptions<ContextWith<TContext, TOverrides>, TRequired>,
+): TRPCMiddlewareFunction<
+  TContext,
+  object,
+  TOverrides,
+  { idempotency: OptionalIf<LeaseIdempotency, TRequired> },
+  unknown
+>;
+export function idempotent(
+  options:
+    | LeaseModeOptions<IdempotencyRequestContext, boolean>
+    | TransactionModeOptions<IdempotencyRequestContext, PgDatabaseLike, boolean>,
+): AnyTRPCMiddlewareFunction {
+  const mode = checkMode(options);
+  const maxInputBytes = options.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
+  if (!Number.isSafeInteger(maxInputBytes) || maxInputBytes <= 0) {
+    throw new ConfigurationError(
+      `maxInputBytes must be a positive whole number of bytes; got ${maxInputBytes}.`,
+    );
+  }
+  const required = options.required ?? true;
+  const onEvent = options.onEvent;
+  const emit = (event: IdempotencyEvent) => {
+    try {
+      onEvent?.(event);
+    } catch {
+      // Observability must never change the outcome of a write.
+    }
+  };
+  const store = options.store ?? drizzleStore(options.db!);
+  // The engine also validates the options (lease vs TTL, heartbeat, waits).
+  const engine = createIdempotency({
+    store,
+    errorPolicy: policyOver(trpcErrorPolicy, options.errorPolicy),
+    ...definedOnly({
+      leaseMs: options.leaseMs,
+      heartbeatMs: options.heartbeatMs,
+      ttlMs: options.ttlMs,
+      retryWindowMs: options.retryWindowMs,
+      serializer: options.serializer,
+      inProgress: options.inProgress,
+      clock: options.clock,
+      onEvent,
+    }),
+  });
+  const inTransaction =
+    mode === 'transaction'
+      ? transactionMode({
+          db: options.db!,
+          settings: engine.settings,
+          lockWaitMs:
+            engine.settings.inProgress === 'reject'
+              ? DEFAULT_LOCK_WAIT_MS
+              : engine.settings.inProgress.waitMs,
+          emit,
+        })
+      : undefined;
+
+  const middleware: AnyTRPCMiddlewareFunction = async (opts) => {
+    const { ctx, path, batchIndex } = opts;
+    if (opts.type !== 'mutation') {
+      const message =
+        `idempotent() is for mutations only, but "${path}" is a ${opts.type}. Queries and ` +
+        'subscriptions do not change anything and can be retried as they are; remove ' +
+        'idempotent() from this procedure.';
+      throw new TRPCError({
+        code: 'INTERNAL_SERVER_ERROR',
+        message,
+        cause: new ConfigurationError(message),
+      });
+    }
+    const request = (ctx as Partial<IdempotencyRequestContext> | undefined)?.idempotencyRequest;
+    if (!request) {
+      const message =
+        'idempotent() found no ctx.idempotencyRequest: spread idempotencyContext(opts) into the ' +
+        'object your createContext returns (or idempotencyContext({ key }) for createCaller).';
+      throw new TRPCError({
+        code: 'INTERNAL_SERVER_ERROR',
+        message,
+        cause: new ConfigurationError(message),
+      });
+    }
+
+    const sent = request.keyOf(batchIndex);
+    if (sent === undefined) {
+      if (!required) return opts.next({ ctx: { idempotency: undefined } });
+      throw toTRPCError(new InvalidKeyError('missing', MISSING_KEY), request, batchIndex);
+    }
+    let key: string;
+    try {
+      key = validateKey(sent);
+    } catch (error) {
+      throw toTRPCError(error, request, batchIndex);
+    }
+    const scope = scopeOf(await options.scope({ ctx, path }), path);
+    const fingerprint = await fingerprintWithin(
+      { path, input: await opts.getRawInput() },
+      maxInputBytes,
+    );
+
+    let answer: Answer<ResultLike>;
+    try {
+      answer = inTransaction
+        ? await inTransaction({
+            scope,
+            key,
+            fingerprint,
+            signal: opts.signal ?? new AbortController().signal,
+            run: (idempotency) => opts.next({ ctx: { idempotency } }),
+          })
+        : await leaseMode(engine, { scope, key, fingerprint }, (idempotency) =>
+            opts.next({ ctx: { idempotency } }),
+          );
+    } catch (error) {
+      throw toTRPCError(error, request, batchIndex);
+    }
+    if (answer.replayed) request.replayed(batchIndex);
+    return asMiddlewareResult(answer.result);
+  };
+  return middleware;
+}
+
+function checkMode(
+  options:
+    | LeaseModeOptions<IdempotencyRequestContext, boolean>
+    | TransactionModeOptions<IdempotencyRequestContext, PgDatabaseLike, boolean>,
+): 'lease' | 'transaction' {
+  if (typeof options?.scope !== 'function') {
+    throw new ConfigurationError(
+      'idempotent() needs `scope: ({ ctx, path }) => string` naming who is calling (tenant/user): ' +
+        "without it one user's key could replay another user's response.",
+    );
+  }
+  const mode = options.mode ?? 'lease';
+  if (mode !== 'lease' && mode !== 'transaction') {
+    throw new ConfigurationError(`mode must be 'lease' or 'transaction'; got ${String(mode)}.`);
+  }
+  if (options.store && options.db) {
+    throw new ConfigurationError('idempotent() takes `store` or `db`, not both.');
+  }
+  if (mode === 'transaction' && !options.db) {
+    throw new ConfigurationError(
+      "mode 'transaction' needs `db` (a Drizzle Postgres database): the key is claimed and " +
+        'completed inside the transaction the procedure writes through, which a `store` cannot join.',
+    );
+  }
+  if (mode === 'lease' && !options.store && !options.db) {
+    throw new ConfigurationError(
+      'idempotent() needs `db` (a Drizzle Postgres database) or `store`.',
+    );
+  }
+  return mode;
+}
+
+/**
+ * The stored scope: the principal, then the procedure path. A `/` (and `%`) in the
+ * principal is percent-encoded, so that ("a/b", "c") and ("a", "b/c") stay two scopes.
+ */
+function scopeOf(principal: unknown, path: string): string {
+  if (typeof principal !== 'string' || principal.length === 0) {
+    const message =
+      `idempotent(): scope() returned ${typeof principal === 'string' ? 'an empty string' : String(principal)} ` +
+      `for "${path}"; it must return a non-empty string naming the caller (tenant/user).`;
+    throw new TRPCError({
+      code: 'INTERNAL_SERVER_ERROR',
+      message,
+      cause: new ConfigurationError(message),
+    });
+  }
+  return `${principal.replaceAll('%', '%25').replaceAll('/', '%2F')}/${path}`;
+}
+
+async function fingerprintWithin(request: { path: string; input: unknown }, maxBytes: number) {
+  const text = canonicalJson(request);
+  // Every UTF-16 code unit is at least one UTF-8 byte: no need to encode what is too long.
+  const bytes = text.length > maxBytes ? text.length : encoder.encode(text).length;
+  if (bytes > maxBytes) {
+    throw new TRPCError({
+      code: 'PAYLOAD_TOO_LARGE',
+      message:
+        `The input of "${request.path}" is larger than ${maxBytes} bytes, the most this ` +
+        'idempotent mutation accepts (maxInputBytes); it was not run or stored.',
+    });
+  }
+  // Same as core's fingerprint({ path, input }), without writing the canonical JSON twice.
+  return sha256Hex(text);
+}
+
+/** Completes a partial policy with the tRPC table instead of core's generic default. */
+function policyOver(base: ErrorPolicy, option: ErrorPolicyOption | undefined): ErrorPolicy {
+  if (option === undefined) return base;
+  if (typeof option === 'function') return { ...base, classify: option };
+  return { ...base, ...definedOnly(option) };
+}
+
+function definedOnly<T extends object>(object: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as {
+    [K in keyof T]?: Exclude<T[K], undefined>;
+  };
+}
+
+/**
+ * tRPC's result type carries a compile-time marker so that middlewares pass `next()`'s
+ * result through; a replay has no `next()` result to pass, so it builds one. The marker's
+ * runtime value is the string tRPC itself uses, and tRPC never checks it.
+ */
+function asMiddlewareResult(result: ResultLike): Awaited<ReturnType<AnyTRPCMiddlewareFunction>> {
+  if ('marker' in result) return result as Awaited<ReturnType<AnyTRPCMiddlewareFunction>>;
+  return { ...result, marker: 'middlewareMarker' } as Awaited<
+    ReturnType<AnyTRPCMiddlewareFunction>
+  >;
+}

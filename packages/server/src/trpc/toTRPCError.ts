@@ -1,0 +1,42 @@
+import {
+  isConfigurationError,
+  isInvalidKeyError,
+  isKeyMismatchError,
+  isLeaseLostError,
+  isRequestInProgressError,
+  isUnserializableValueError,
+} from '@idem/core';
+import { TRPCError } from '@trpc/server';
+import type { IdempotencyRequest } from './idempotencyContext.js';
+
+/**
+ * The tRPC answer to an error idem raised (with the idem error as `cause`, so that
+ * `withIdempotencyErrorData` can describe it), and the response headers that go with it.
+ * Any other error is returned as it is.
+ */
+export function toTRPCError(
+  error: unknown,
+  request: IdempotencyRequest,
+  batchIndex: number,
+): unknown {
+  if (isInvalidKeyError(error)) {
+    return new TRPCError({ code: 'BAD_REQUEST', message: error.message, cause: error });
+  }
+  if (isKeyMismatchError(error)) {
+    return new TRPCError({ code: 'UNPROCESSABLE_CONTENT', message: error.message, cause: error });
+  }
+  if (isRequestInProgressError(error)) {
+    request.busy(batchIndex, 'in-progress', error.retryAfterMs);
+    return new TRPCError({ code: 'CONFLICT', message: error.message, cause: error });
+  }
+  if (isLeaseLostError(error)) {
+    // Another attempt owns the key now and will finish it: a retry with the same key gets
+    // its answer (or waits for it), so this is a conflict to retry, not a server fault.
+    request.busy(batchIndex, 'lease-lost', 0);
+    return new TRPCError({ code: 'CONFLICT', message: error.message, cause: error });
+  }
+  if (isConfigurationError(error) || isUnserializableValueError(error)) {
+    return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: error.message, cause: error });
+  }
+  return error;
+}

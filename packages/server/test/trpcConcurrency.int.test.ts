@@ -1,0 +1,94 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { until } from './fixtures/deferred.js';
+import { useTestApp } from './fixtures/testApp.js';
+import { connect, rows } from './harness.js';
+import { mutate, type RawResponse } from './httpClient.js';
+
+const CONCURRENCY = 200;
+
+// Real Postgres only: PGlite has one connection, so nothing there is truly concurrent.
+describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, () => {
+  const app = useTestApp('Postgres');
+  const keyed = (key: string) => ({ 'Idempotency-Key': key, 'x-user': 'alice' });
+
+  it('lease mode: exactly one execution; the others get 409, then all replay', async () => {
+    const key = randomUUID();
+    const tag = randomUUID();
+    const answered: RawResponse[] = [];
+    const requests = Array.from({ length: CONCURRENCY }, () =>
+      mutate(app().url, 'gated', { tag }, keyed(key)).then((response) => {
+        answered.push(response);
+        return response;
+      }),
+    );
+    // The winner holds the key at its gate until every other request has been answered.
+    await app().gates.arrived(tag);
+    await until(() => answered.length === CONCURRENCY - 1, { what: 'the duplicates' });
+    app().gates.open(tag);
+    const responses = await Promise.all(requests);
+
+    expect(responses.filter((response) => response.status === 200)).toHaveLength(1);
+    const conflicts = responses.filter((response) => response.status === 409);
+    expect(conflicts).toHaveLength(CONCURRENCY - 1);
+    for (const conflict of conflicts) {
+      expect(conflict.error?.data.idempotency?.code).toBe('REQUEST_IN_PROGRESS');
+      expect(conflict.headers.get('retry-after')).not.toBeNull();
+    }
+    expect(app().executionsOf(tag)).toBe(1);
+
+    const retries = await Promise.all(
+      Array.from({ length: CONCURRENCY }, () => mutate(app().url, 'gated', { tag }, keyed(key))),
+    );
+    const winner = responses.find((response) => response.status === 200)!;
+    for (const retry of retries) {
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(retry.data).toEqual(winner.data);
+    }
+    expect(app().executionsOf(tag)).toBe(1);
+  });
+
+  it('transaction mode: exactly one execution and one order; every duplicate waits and replays', async () => {
+    const key = randomUUID();
+    const tag = randomUUID();
+    const input = { tag, sku: 'book', gate: true };
+    const requests = Array.from({ length: CONCURRENCY }, () =>
+      mutate(app().url, 'txOrder', input, keyed(key)),
+    );
+    await app().gates.arrived(tag);
+    // Every other pooled connection is now blocked on the winner's row (the rest queue
+    // for a connection): the row lock, not luck, is what keeps them out.
+    const observer = connect(app().databaseUrl!, 1);
+    try {
+      await until(
+        async () =>
+          (
+            await rows<{ n: number }>(
+              observer,
+              sql`select count(*)::int as n from pg_stat_activity
+                  where datname = current_database() and wait_event_type = 'Lock'`,
+            )
+          )[0]!.n >= 9,
+        { what: 'duplicates to wait on the row lock' },
+      );
+    } finally {
+      await observer.$client.end();
+    }
+    app().gates.open(tag);
+    const responses = await Promise.all(requests);
+
+    expect(responses.every((response) => response.status === 200)).toBe(true);
+    expect(
+      responses.filter((response) => response.headers.get('idempotent-replayed') === 'true'),
+    ).toHaveLength(CONCURRENCY - 1);
+    const original = responses.find((response) => !response.headers.get('idempotent-replayed'))!;
+    for (const response of responses) expect(response.data).toEqual(original.data);
+    expect(app().executionsOf(tag)).toBe(1);
+    const [orders] = await rows<{ n: number }>(
+      app().db,
+      sql`select count(*)::int as n from orders where tag = ${tag}`,
+    );
+    expect(orders!.n).toBe(1);
+  });
+});

@@ -1,0 +1,118 @@
+import { randomUUID } from 'node:crypto';
+import type { PGlite } from '@electric-sql/pglite';
+import type { Logger } from 'drizzle-orm';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
+import { idempotencyContext } from '../src/trpc/index.js';
+import { createTestApp, type TestApp } from './fixtures/testApp.js';
+import { backends, useDatabase } from './harness.js';
+
+/** A short name for each statement idem (or the test procedure) sends. */
+function label(query: string): string {
+  const text = query.replace(/\s+/g, ' ').trim();
+  const rules: [RegExp, string][] = [
+    [/^with previous as materialized/, 'bound lock wait'],
+    [
+      /^select set_config\('lock_timeout', current_setting\('idem.lock_timeout'\)/,
+      'restore lock_timeout',
+    ],
+    [/^insert into "idem_keys"/, 'claim'],
+    [/^select .* from "idem_keys"/, 'read record'],
+    [/^update "idem_keys" set "status"/, 'complete'],
+    [/^savepoint idem_procedure/, 'savepoint'],
+    [/^release savepoint idem_procedure/, 'release savepoint'],
+    [/^rollback to savepoint idem_procedure/, 'rollback to savepoint'],
+    [/^insert into orders/, 'procedure: insert order'],
+    [/^select current_setting\('lock_timeout'\)/, 'procedure: read lock_timeout'],
+  ];
+  return rules.find(([pattern]) => pattern.test(text))?.[1] ?? text;
+}
+
+/**
+ * The statements each kind of request sends, in the order they are dispatched. This is
+ * the cost budget of DESIGN.md made executable. (Drizzle's logger does not see BEGIN and
+ * COMMIT, which the driver sends around every transaction-mode request.)
+ */
+for (const backend of backends) {
+  describe(`statements per request on ${backend}`, () => {
+    const database = useDatabase(backend);
+    const statements: string[] = [];
+    const logger: Logger = { logQuery: (query) => statements.push(label(query)) };
+    let app: TestApp;
+    let close = async () => {};
+
+    beforeAll(async () => {
+      const { db, url } = database();
+      let logged: PgDatabaseLike;
+      if (url) {
+        const client = postgres(url, { max: 2, onnotice: () => {} });
+        logged = drizzlePostgres(client, { logger });
+        close = () => client.end();
+      } else {
+        logged = drizzlePglite((db as PgDatabaseLike & { $client: PGlite }).$client, { logger });
+      }
+      await logged.execute(
+        'create table if not exists orders (id serial primary key, principal text not null, tag text not null, sku text not null)',
+      );
+      app = createTestApp(logged);
+    });
+    afterAll(() => close());
+
+    const call = async (
+      run: (caller: ReturnType<TestApp['createCaller']>) => Promise<unknown>,
+      key: string,
+    ) => {
+      statements.length = 0;
+      await run(app.createCaller({ ...idempotencyContext({ key }), user: 'alice' })).catch(
+        () => undefined,
+      );
+      return [...statements];
+    };
+
+    it('lease mode: one claim before, one fenced completion after; a replay: claim + read', async () => {
+      const key = randomUUID();
+      const input = { tag: randomUUID() };
+      expect(await call((caller) => caller.echo(input), key)).toEqual(['claim', 'complete']);
+      expect(await call((caller) => caller.echo(input), key)).toEqual(['claim', 'read record']);
+      expect(await call((caller) => caller.echo({ ...input, payload: 1 }), key)).toEqual([
+        'claim',
+        'read record',
+      ]);
+    });
+
+    it('transaction mode: claim and completion inside the transaction, pipelined with their neighbours', async () => {
+      const key = randomUUID();
+      const input = { tag: randomUUID(), sku: 'book' };
+      expect(await call((caller) => caller.txOrder(input), key)).toEqual([
+        'bound lock wait', // ‖ claim: sent together
+        'claim',
+        'restore lock_timeout', // ‖ savepoint
+        'savepoint',
+        'procedure: insert order',
+        'procedure: read lock_timeout',
+        'release savepoint', // ‖ complete
+        'complete',
+      ]);
+      // A replay never runs the procedure.
+      expect(await call((caller) => caller.txOrder(input), key)).toEqual([
+        'bound lock wait',
+        'claim',
+        'read record',
+      ]);
+      const declined = { tag: randomUUID(), sku: 'book', outcome: 'declined' as const };
+      expect(await call((caller) => caller.txOrder(declined), randomUUID())).toEqual([
+        'bound lock wait',
+        'claim',
+        'restore lock_timeout',
+        'savepoint',
+        'procedure: insert order',
+        'procedure: read lock_timeout',
+        'rollback to savepoint',
+        'complete',
+      ]);
+    });
+  });
+}

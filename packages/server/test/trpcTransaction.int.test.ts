@@ -1,0 +1,159 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { until } from './fixtures/deferred.js';
+import { useTestApp } from './fixtures/testApp.js';
+import { backends, connect, rows } from './harness.js';
+import { mutate } from './httpClient.js';
+
+for (const backend of backends) {
+  describe(`idempotent() in transaction mode over HTTP on ${backend}`, () => {
+    const app = useTestApp(backend);
+    const keyed = (key: string, user = 'alice') => ({ 'Idempotency-Key': key, 'x-user': user });
+
+    const ordersOf = async (tag: string) =>
+      (
+        await rows<{ n: number }>(
+          app().db,
+          sql`select count(*)::int as n from orders where tag = ${tag}`,
+        )
+      )[0]!.n;
+    const recordOf = async (key: string) =>
+      (
+        await rows<{ status: string; kind: string | null }>(
+          app().db,
+          sql`select status, outcome->>'kind' as kind from idem_keys where key = ${key}`,
+        )
+      )[0];
+
+    it('commits the claim, the writes and the completion together; a replay writes nothing', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const input = { tag, sku: 'book' };
+      const first = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(first.status).toBe(200);
+      expect(first.data).toMatchObject({ execution: 1, lockTimeout: '0' });
+      expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'success' });
+      const replay = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect(app().executionsOf(tag)).toBe(1);
+      expect(await ordersOf(tag)).toBe(1);
+    });
+
+    it('on a deterministic error rolls back the writes but stores the error, and replays it', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const input = { tag, sku: 'book', outcome: 'declined' as const };
+      const first = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(first.status).toBe(402);
+      expect(first.error?.message).toBe('The card was declined');
+      expect(first.error?.data.declineCode).toBe('insufficient_funds');
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'error' });
+      const replay = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(replay.status).toBe(402);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.text).toBe(first.text);
+      expect(app().executionsOf(tag)).toBe(1);
+      expect(await ordersOf(tag)).toBe(0);
+    });
+
+    it('on a transient error rolls back everything and frees the key; the retry runs and commits', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const input = { tag, sku: 'book', outcome: 'transient' as const, failures: 1 };
+      const failed = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(failed.status).toBe(500);
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(key)).toBeUndefined();
+      const retried = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(retried.status).toBe(200);
+      expect(retried.headers.get('idempotent-replayed')).toBeNull();
+      expect(retried.data).toMatchObject({ execution: 2 });
+      expect(await ordersOf(tag)).toBe(1);
+      expect(app().executionsOf(tag)).toBe(2);
+    });
+
+    it('makes a concurrent duplicate wait on the row lock, then replay', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const user = `user-${randomUUID()}`;
+      const input = { tag, sku: 'book', gate: true };
+      const first = mutate(app().url, 'txOrder', input, keyed(key, user));
+      await app().gates.arrived(tag);
+      const duplicate = mutate(app().url, 'txOrder', input, keyed(key, user));
+      if (app().databaseUrl) {
+        // Real Postgres: see the duplicate's claim blocked on the first one's row.
+        const observer = connect(app().databaseUrl!, 1);
+        try {
+          await until(
+            async () =>
+              (
+                await rows<{ n: number }>(
+                  observer,
+                  sql`select count(*)::int as n from pg_stat_activity
+                      where datname = current_database() and wait_event_type = 'Lock'`,
+                )
+              )[0]!.n === 1,
+            { what: 'the duplicate to wait on the row lock' },
+          );
+        } finally {
+          await observer.$client.end();
+        }
+      } else {
+        // PGlite has one connection: the duplicate queues for it behind the open transaction.
+        await until(() => app().scopeCalls.get(user) === 2, { what: 'the duplicate to arrive' });
+      }
+      app().gates.open(tag);
+      const [original, replay] = await Promise.all([first, duplicate]);
+      expect(original.status).toBe(200);
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.text).toBe(original.text);
+      expect(app().executionsOf(tag)).toBe(1);
+      expect(await ordersOf(tag)).toBe(1);
+    });
+
+    // On Postgres the duplicate waits on the row lock (lock_timeout); on PGlite, which has
+    // one connection, it waits for the connection, bounded before its transaction starts.
+    it('answers a duplicate that waited past inProgress.waitMs with 409 and Retry-After', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const input = { tag, sku: 'book', gate: true };
+      const first = mutate(app().url, 'txOrderShortWait', input, keyed(key));
+      await app().gates.arrived(tag);
+      const startedAt = Date.now();
+      const duplicate = await mutate(app().url, 'txOrderShortWait', input, keyed(key));
+      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(300);
+      expect(duplicate.status).toBe(409);
+      expect(duplicate.error?.data.idempotency).toEqual({
+        code: 'REQUEST_IN_PROGRESS',
+        retryAfterMs: 1000,
+      });
+      expect(duplicate.headers.get('retry-after')).toBe('1');
+      expect(duplicate.headers.get('idempotency-status')).toBe('in-progress');
+      app().gates.open(tag);
+      const original = await first;
+      expect(original.status).toBe(200);
+      const retry = await mutate(app().url, 'txOrderShortWait', input, keyed(key));
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(app().executionsOf(tag)).toBe(1);
+      expect(await ordersOf(tag)).toBe(1);
+    });
+
+    it('keeps the scope per user: the same key of another user is another order', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const alice = await mutate(app().url, 'txOrder', { tag, sku: 'x' }, keyed(key, 'alice'));
+      const bob = await mutate(app().url, 'txOrder', { tag, sku: 'x' }, keyed(key, 'bob'));
+      expect(bob.headers.get('idempotent-replayed')).toBeNull();
+      expect(bob.data).toMatchObject({ execution: 2 });
+      expect((bob.data as { orderId: number }).orderId).not.toBe(
+        (alice.data as { orderId: number }).orderId,
+      );
+      expect(await ordersOf(tag)).toBe(2);
+    });
+  });
+}
