@@ -1,0 +1,185 @@
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  attemptOutcomes,
+  checkoutKeyOf,
+  launchChromium,
+  newShopper,
+  payWith,
+  type Shopper,
+  screenshot,
+  WAIT_MS,
+  waitForCounts,
+} from './shopper';
+
+const baseUrl = inject('baseUrl');
+let browser: Browser;
+const shoppers: Shopper[] = [];
+
+beforeAll(async () => {
+  browser = await launchChromium();
+});
+
+afterAll(async () => {
+  for (const shopper of shoppers) await shopper.context.close();
+  await browser?.close();
+});
+
+async function shopper(): Promise<Shopper> {
+  const created = await newShopper(browser, baseUrl);
+  shoppers.push(created);
+  return created;
+}
+
+/** What the database holds for the checkout on screen. */
+async function databaseFor({ page, api }: Shopper) {
+  const checkout = await api.demo.checkout.query({ key: await checkoutKeyOf(page) });
+  return {
+    ...checkout,
+    charged: checkout.charges.filter((charge) => charge.outcome === 'charged'),
+    declined: checkout.charges.filter((charge) => charge.outcome === 'declined'),
+  };
+}
+
+describe('checkout in a real browser', () => {
+  it('(a) happy path: one attempt, one charge, one order, one email', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '');
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await page.getByTestId('confirmation').getByText('is paid').waitFor({ timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await screenshot(page, 'a-happy-path');
+
+    expect(await attemptOutcomes(page)).toEqual(['executed']);
+    const database = await databaseFor(customer);
+    expect(database.charged).toHaveLength(1);
+    expect(database.charged[0]?.amountCents).toBe(3050);
+    expect(database.orders).toHaveLength(1);
+    expect(database.emails).toHaveLength(1);
+    expect(database.key).toMatchObject({ status: 'completed', attempts: 1 });
+  });
+
+  it('(b) 50 % dropped replies: retries replay the one execution', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    // Seed 4 drops the first two replies: the third attempt gets the stored answer.
+    await payWith(page, '?drop=50&seed=4');
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await page
+      .locator('[data-testid=attempt][data-outcome=replayed]')
+      .waitFor({ timeout: WAIT_MS });
+    await screenshot(page, 'b-dropped-replies');
+
+    const outcomes = await attemptOutcomes(page);
+    expect(outcomes).toEqual(['reply-lost', 'reply-lost', 'replayed']);
+    expect(
+      await page
+        .getByTestId('attempts')
+        .getByText(/retrying in \d+ ms/)
+        .count(),
+    ).toBe(2);
+    const database = await databaseFor(customer);
+    expect(database.charged).toHaveLength(1);
+    expect(database.charged[0]?.requests).toBe(1);
+    expect(database.orders).toHaveLength(1);
+    expect(database.emails).toHaveLength(1);
+  });
+
+  it('(c) double click: two requests with one key, one charge', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?double=1');
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    // The second request meets the first one's lease (409), then replays its answer.
+    await page
+      .locator('[data-testid=attempt][data-outcome=replayed]')
+      .waitFor({ timeout: WAIT_MS });
+    await screenshot(page, 'c-double-click');
+
+    const outcomes = await attemptOutcomes(page);
+    expect(outcomes.filter((outcome) => outcome === 'executed')).toHaveLength(1);
+    expect(outcomes.length).toBeGreaterThanOrEqual(2);
+    const database = await databaseFor(customer);
+    expect(database.charged).toHaveLength(1);
+    expect(database.charged[0]?.requests).toBe(1);
+    expect(database.orders).toHaveLength(1);
+    expect(database.emails).toHaveLength(1);
+  });
+
+  it('(d) declined card: the decline is stored and replayed, nothing is charged', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '', '4000 0000 0000 0002');
+    await page.getByTestId('pay-error').getByText('Declined.').waitFor({ timeout: WAIT_MS });
+    expect(await attemptOutcomes(page)).toEqual(['error']);
+
+    // Pay again with the same request: same key, the stored decline comes back.
+    await page.getByTestId('pay').click();
+    await page
+      .locator('[data-testid=attempt][data-outcome=replayed-error]')
+      .waitFor({ timeout: WAIT_MS });
+    await page.getByTestId('pay-error').getByText('Declined.').waitFor({ timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 0, orders: 0, emails: 0 });
+    await page
+      .getByTestId('count-charges')
+      .getByText('declined: nothing charged')
+      .waitFor({ timeout: WAIT_MS });
+    await page.getByTestId('key-record').getByText('completed').waitFor({ timeout: WAIT_MS });
+    await screenshot(page, 'd-declined-card');
+
+    expect(await attemptOutcomes(page)).toEqual(['error', 'replayed-error']);
+    const database = await databaseFor(customer);
+    expect(database.charged).toHaveLength(0);
+    expect(database.declined).toHaveLength(1);
+    // The replay never reached the provider: it was asked once.
+    expect(database.declined[0]?.requests).toBe(1);
+    expect(database.orders).toHaveLength(0);
+    expect(database.key).toMatchObject({ status: 'completed', attempts: 1 });
+  });
+
+  it('(e) crash after charge: 409 while the lease lives, then a takeover without a second charge', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?crash=1');
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await page.getByTestId('key-record').getByText('taken over 1×').waitFor({ timeout: WAIT_MS });
+    await screenshot(page, 'e-crash-after-charge');
+
+    const outcomes = await attemptOutcomes(page);
+    expect(outcomes[0]).toBe('connection-lost');
+    expect(outcomes).toContain('in-progress');
+    expect(outcomes.at(-1)).toBe('executed');
+    const database = await databaseFor(customer);
+    expect(database.charged).toHaveLength(1);
+    // The takeover found the charge in its recovery point: the provider was asked once.
+    expect(database.charged[0]?.requests).toBe(1);
+    expect(database.orders).toHaveLength(1);
+    expect(database.emails).toHaveLength(1);
+    expect(database.key).toMatchObject({
+      status: 'completed',
+      attempts: 2,
+      recoveryPoints: ['charge', 'order'],
+    });
+  });
+
+  it('(f) redelivered event: the inbox skips the copy, one email', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?redeliver=1');
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await page
+      .getByTestId('count-emails')
+      .getByText('1 duplicate skipped by the inbox')
+      .waitFor({ timeout: WAIT_MS });
+    await screenshot(page, 'f-redelivered-event');
+
+    const database = await databaseFor(customer);
+    expect(database.emails).toHaveLength(1);
+    expect(database.deliveries).toEqual({ processed: 1, duplicate: 1 });
+  });
+});

@@ -1,0 +1,51 @@
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import {
+  attemptOutcomes,
+  launchChromium,
+  newShopper,
+  payWith,
+  type Shopper,
+  WAIT_MS,
+  waitForCounts,
+} from './shopper';
+
+/**
+ * Every kind of trouble at once, as in the README's picture of the demo. The screenshot
+ * goes to artifacts/ like the others; with UPDATE_DEMO_SCREENSHOT=1 it also renews
+ * docs/demo.png, so ordinary test runs never touch the docs.
+ */
+const update = process.env.UPDATE_DEMO_SCREENSHOT === '1';
+const baseUrl = inject('baseUrl');
+let customer: Shopper | undefined;
+let close: (() => Promise<void>) | undefined;
+
+beforeAll(async () => {
+  const browser = await launchChromium();
+  close = () => browser.close();
+  customer = await newShopper(browser, baseUrl);
+});
+
+afterAll(async () => {
+  await close?.();
+});
+
+it('survives dropped replies, a crash after the charge and a redelivery at once', async () => {
+  const { page } = customer!;
+  // Seed 18: the server crashes after the charge, the retry meets 409, the takeover's reply
+  // is dropped, and the next retry gets it replayed.
+  await payWith(page, '?drop=30&crash=1&redeliver=1&seed=18');
+  await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+  await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+  await page
+    .getByTestId('count-emails')
+    .getByText('1 duplicate skipped by the inbox')
+    .waitFor({ timeout: WAIT_MS });
+  expect(await attemptOutcomes(page)).toContain('replayed');
+  const screenshot = await page.screenshot({
+    path: path.resolve(import.meta.dirname, '../artifacts/g-all-troubles.png'),
+    fullPage: true,
+  });
+  if (update) await writeFile(path.resolve(import.meta.dirname, '../docs/demo.png'), screenshot);
+});

@@ -1,0 +1,67 @@
+import { useSyncExternalStore } from 'react';
+
+export interface CartItem {
+  productId: string;
+  quantity: number;
+}
+
+const CART_KEY = 'idem-demo-cart';
+const EMPTY: readonly CartItem[] = [];
+const listeners = new Set<() => void>();
+let cached: { raw: string | null; items: readonly CartItem[] } = { raw: null, items: EMPTY };
+
+function read(): readonly CartItem[] {
+  const raw = localStorage.getItem(CART_KEY);
+  if (raw !== cached.raw) {
+    let items: readonly CartItem[] = EMPTY;
+    try {
+      items = raw ? (JSON.parse(raw) as CartItem[]) : EMPTY;
+    } catch {
+      // A cart from an older version of the demo: start empty.
+    }
+    cached = { raw, items };
+  }
+  return cached.items;
+}
+
+function write(items: readonly CartItem[]) {
+  localStorage.setItem(CART_KEY, JSON.stringify(items));
+  for (const listener of listeners) listener();
+}
+
+/** The cart lives in this browser's localStorage: the server only sees it at checkout. */
+export function useCart() {
+  const items = useSyncExternalStore(
+    (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    read,
+    () => EMPTY,
+  );
+  return {
+    items,
+    count: items.reduce((sum, item) => sum + item.quantity, 0),
+    add(productId: string) {
+      const current = read();
+      const existing = current.find((item) => item.productId === productId);
+      write(
+        existing
+          ? current.map((item) =>
+              item.productId === productId ? { ...item, quantity: item.quantity + 1 } : item,
+            )
+          : [...current, { productId, quantity: 1 }],
+      );
+    },
+    setQuantity(productId: string, quantity: number) {
+      write(
+        read()
+          .map((item) => (item.productId === productId ? { ...item, quantity } : item))
+          .filter((item) => item.quantity > 0),
+      );
+    },
+    clear() {
+      write(EMPTY);
+    },
+  };
+}

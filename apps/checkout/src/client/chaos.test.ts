@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { chaosFromSearch, chaosToSearch, NO_CHAOS } from './chaos';
+
+describe('chaos settings in the query string', () => {
+  it('reads every switch, clamped to its range', () => {
+    expect(
+      chaosFromSearch('?drop=50&fail=150&latency=300&crash=1&double=true&redeliver=on&seed=4'),
+    ).toEqual({
+      dropRepliesPercent: 50,
+      failBeforeSendPercent: 100,
+      latencyMs: 300,
+      crashAfterCharge: true,
+      doubleClick: true,
+      redeliverEvent: true,
+      seed: 4,
+    });
+  });
+
+  it('falls back to no chaos for missing or garbage values', () => {
+    expect(chaosFromSearch('?drop=lots&crash=maybe')).toEqual(NO_CHAOS);
+  });
+
+  it('round-trips through chaosToSearch, leaving defaults out', () => {
+    const chaos = { ...NO_CHAOS, dropRepliesPercent: 30, crashAfterCharge: true };
+    expect(chaosToSearch(chaos)).toBe('?drop=30&crash=1');
+    expect(chaosFromSearch(chaosToSearch(chaos))).toEqual(chaos);
+    expect(chaosToSearch(NO_CHAOS)).toBe('');
+  });
+});

@@ -1,0 +1,72 @@
+import { sql } from 'drizzle-orm';
+import { integer, jsonb, pgTable, serial, text, timestamp } from 'drizzle-orm/pg-core';
+
+/** The shop's catalogue, seeded by `migrateApp`. */
+export const products = pgTable('products', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull(),
+  description: text('description').notNull(),
+  priceCents: integer('price_cents').notNull(),
+  /** A CSS colour for the product's swatch (no images or emoji fonts needed). */
+  color: text('color').notNull(),
+});
+
+export interface OrderLine {
+  productId: string;
+  name: string;
+  quantity: number;
+  priceCents: number;
+}
+
+/** One row per paid checkout. `idempotency_key` (derived from the checkout's key) is unique. */
+export const orders = pgTable('orders', {
+  id: text('id').primaryKey(),
+  idempotencyKey: text('idempotency_key').notNull().unique(),
+  checkoutKey: text('checkout_key').notNull(),
+  sessionId: text('session_id').notNull(),
+  chargeId: text('charge_id').notNull(),
+  email: text('email').notNull(),
+  totalCents: integer('total_cents').notNull(),
+  lines: jsonb('lines').$type<OrderLine[]>().notNull(),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * The fake payment provider's ledger (it would live at Stripe & co.). One row per
+ * provider idempotency key: `requests` counts how often it was asked, `outcome` what it
+ * answered every time.
+ */
+export const providerPayments = pgTable('provider_payments', {
+  id: text('id').primaryKey(),
+  idempotencyKey: text('idempotency_key').notNull().unique(),
+  /** Metadata the shop attached, as a real provider allows: which checkout this was. */
+  checkoutKey: text('checkout_key').notNull(),
+  amountCents: integer('amount_cents').notNull(),
+  cardLast4: text('card_last4').notNull(),
+  outcome: text('outcome').$type<'charged' | 'declined'>().notNull(),
+  declineCode: text('decline_code'),
+  requests: integer('requests').notNull().default(1),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * Confirmation emails "sent" by the order.paid consumer. Deliberately no unique
+ * constraint on the order: exactly one per order is the inbox's doing, not the schema's.
+ */
+export const emails = pgTable('emails', {
+  id: serial('id').primaryKey(),
+  orderId: text('order_id').notNull(),
+  eventId: text('event_id').notNull(),
+  recipient: text('recipient').notNull(),
+  subject: text('subject').notNull(),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** Every delivery of an event to the email consumer, duplicates included. */
+export const eventDeliveries = pgTable('event_deliveries', {
+  id: serial('id').primaryKey(),
+  eventId: text('event_id').notNull(),
+  orderId: text('order_id').notNull(),
+  outcome: text('outcome').$type<'processed' | 'duplicate'>().notNull(),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().default(sql`now()`),
+});

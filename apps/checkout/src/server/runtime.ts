@@ -1,0 +1,69 @@
+import type { IdempotencyStore } from '@idem/core';
+import { createSweeper, drizzleStore, migrate } from '@idem/server';
+import { migrateApp } from './db/migrateApp';
+import type { AppDatabase } from './db/openDatabase';
+import { openDatabase } from './db/openDatabase';
+import { type EventPipeline, startEventPipeline } from './events/startEventPipeline';
+import { type FakePaymentProvider, fakePaymentProvider } from './payments/fakePaymentProvider';
+
+/** Everything the server holds for its lifetime: one per process. */
+export interface Runtime {
+  db: AppDatabase;
+  store: IdempotencyStore;
+  provider: FakePaymentProvider;
+  events: EventPipeline;
+  describe(): string;
+  stop(): Promise<void>;
+}
+
+// On globalThis: Next.js may load this module once per bundle (instrumentation, route
+// handlers), and there must be one database (PGlite: one process, one connection).
+const holder = globalThis as { __idemCheckoutRuntime?: Promise<Runtime> };
+
+/** The process's runtime, started on first use: database, migrations, relay. */
+export function getRuntime(): Promise<Runtime> {
+  holder.__idemCheckoutRuntime ??= start().catch((error: unknown) => {
+    delete holder.__idemCheckoutRuntime;
+    throw error;
+  });
+  return holder.__idemCheckoutRuntime;
+}
+
+async function start(): Promise<Runtime> {
+  const database = await openDatabase();
+  const { db } = database;
+  try {
+    await migrate(db);
+    await migrateApp(db);
+    const events = await startEventPipeline(db);
+    // Completed keys replay for 24 h (the middleware's ttlMs), then the sweeper deletes them.
+    const sweeper = createSweeper({ db });
+    sweeper.start();
+    const declineRate = Number(process.env.DEMO_RANDOM_DECLINE_RATE);
+    const randomDeclineRate = declineRate >= 0 && declineRate <= 1 ? declineRate : 0.1;
+    let stopping: Promise<void> | undefined;
+    const runtime: Runtime = {
+      db,
+      store: drizzleStore(db),
+      provider: fakePaymentProvider({ db, randomDeclineRate }),
+      events,
+      describe: () => `database: ${database.description}\n  events:   ${events.description}`,
+      stop() {
+        stopping ??= (async () => {
+          await Promise.all([events.stop(), sweeper.stop()]).catch(() => undefined);
+          await database.close();
+        })();
+        return stopping;
+      },
+    };
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.once(signal, () => {
+        runtime.stop().finally(() => process.exit(0));
+      });
+    }
+    return runtime;
+  } catch (error) {
+    await database.close().catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,13 @@
+import { getRuntime } from './runtime';
+
+/** Starts the runtime and prints where the demo is; a server that cannot start exits. */
+export async function startServer(): Promise<void> {
+  try {
+    const runtime = await getRuntime();
+    const url = `http://localhost:${process.env.PORT ?? '3000'}`;
+    console.log(`\n  idem checkout demo: ${url}\n  ${runtime.describe()}\n`);
+  } catch (error) {
+    console.error(`\n  The idem checkout demo could not start:\n  ${(error as Error).message}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,44 @@
+import { idempotencyContext, withIdempotencyErrorData } from '@idem/server';
+import { initTRPC } from '@trpc/server';
+import type { FetchCreateContextFnOptions } from '@trpc/server/adapters/fetch';
+import superjson from 'superjson';
+import type { CrashSwitch } from './crashAfterCharge';
+import { getRuntime } from './runtime';
+
+/** The header that names the shopper's browser session (the demo has no accounts). */
+export const SESSION_HEADER = 'x-demo-session';
+const SESSION_ID = /^[A-Za-z0-9-]{8,64}$/;
+
+export async function createContext(opts: FetchCreateContextFnOptions, crash: CrashSwitch) {
+  const session = opts.req.headers.get(SESSION_HEADER);
+  return {
+    // What idem's middleware reads: the request's keys, and where replay headers go.
+    ...idempotencyContext(opts),
+    sessionId: session && SESSION_ID.test(session) ? session : 'anonymous',
+    crash,
+    runtime: await getRuntime(),
+  };
+}
+
+export type Context = Awaited<ReturnType<typeof createContext>>;
+
+const t = initTRPC.context<Context>().create({
+  transformer: superjson,
+  errorFormatter({ shape, error }) {
+    // A card decline keeps its code on replay: the stored error's cause keeps its fields.
+    const declineCode = (error.cause as { declineCode?: unknown } | undefined)?.declineCode;
+    return withIdempotencyErrorData(
+      {
+        ...shape,
+        data: {
+          ...shape.data,
+          declineCode: typeof declineCode === 'string' ? declineCode : null,
+        },
+      },
+      error,
+    );
+  },
+});
+
+export const router = t.router;
+export const publicProcedure = t.procedure;
