@@ -1,0 +1,58 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface FetchServer {
+  /** Base URL, e.g. `http://127.0.0.1:54321`. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves a Fetch-API handler (tRPC's `fetchRequestHandler`) on node:http, on 127.0.0.1 and
+ * a free port, so the calls cross a real socket: header parsing, status codes and
+ * response headers are the ones a deployed app sees.
+ */
+export async function serveFetch(
+  handler: (request: Request) => Promise<Response>,
+): Promise<FetchServer> {
+  const server = createServer((req, res) => {
+    respond(req, res, handler).catch((error: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(String(error));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        // Idle keep-alive sockets would otherwise hold close() open for seconds.
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      }),
+  };
+}
+
+async function respond(
+  req: IncomingMessage,
+  res: ServerResponse,
+  handler: (request: Request) => Promise<Response>,
+): Promise<void> {
+  const headers = new Headers();
+  for (let index = 0; index < req.rawHeaders.length; index += 2) {
+    headers.append(req.rawHeaders[index]!, req.rawHeaders[index + 1]!);
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  const request = new Request(`http://${req.headers.host ?? '127.0.0.1'}${req.url}`, {
+    method: req.method ?? 'GET',
+    headers,
+    ...(hasBody ? { body: Buffer.concat(chunks) } : {}),
+  });
+  const response = await handler(request);
+  const body = Buffer.from(await response.arrayBuffer());
+  res.writeHead(response.status, Object.fromEntries(response.headers));
+  res.end(body);
+}
