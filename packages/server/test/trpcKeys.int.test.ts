@@ -201,8 +201,33 @@ for (const backend of backends) {
         const batch = await mutateBatch(app().url, [{ path: 'echo', input: { tag } }], headers);
         expect(batch.results[0]?.error?.data.httpStatus).toBe(400);
         expect(batch.results[0]?.error?.message).toContain(expected);
+        expect(batch.results[0]?.error?.data.idempotency).toEqual({
+          code: 'INVALID_KEY',
+          reason: 'malformed_header',
+        });
       }
+      expect(single.error?.data.idempotency).toEqual({
+        code: 'INVALID_KEY',
+        reason: 'malformed_header',
+      });
       expect(app().executionsOf(tag)).toBe(0);
+    });
+
+    it('protects a mutation without input, which httpLink sends with no body', async () => {
+      const key = randomUUID();
+      const before = app().executionsOf('no-input');
+      // What httpLink without a transformer sends for a mutation without input.
+      const send = () =>
+        fetch(`${app().url}/trpc/noInput`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'Idempotency-Key': key },
+        });
+      const first = await send();
+      const again = await send();
+      expect(first.status).toBe(200);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(await again.text()).toBe(await first.text());
+      expect(app().executionsOf('no-input')).toBe(before + 1);
     });
 
     it('works through createCaller with the key in idempotencyContext({ key })', async () => {

@@ -1,9 +1,12 @@
 import { guardFor, IdempotencyError, type IdempotencyErrorOptions } from './IdempotencyError.js';
 
-/** The idempotency key is empty, too long, or holds characters outside printable ASCII. */
+/**
+ * The idempotency key is missing, empty, too long, holds characters outside printable
+ * ASCII, or came in a key header that does not follow the wire format.
+ */
 export class InvalidKeyError extends IdempotencyError {
   /** Why the key was refused, e.g. `'empty'` or `'too_long'`. */
-  readonly reason: 'missing' | 'empty' | 'too_long' | 'invalid_character';
+  readonly reason: 'missing' | 'empty' | 'too_long' | 'invalid_character' | 'malformed_header';
 
   constructor(
     reason: InvalidKeyError['reason'],

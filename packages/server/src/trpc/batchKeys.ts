@@ -1,5 +1,4 @@
-import { IDEMPOTENCY_KEY_BATCH_HEADER } from '@idem/core';
-import { TRPCError } from '@trpc/server';
+import { IDEMPOTENCY_KEY_BATCH_HEADER, InvalidKeyError } from '@idem/core';
 
 const BATCH_INDEX = /^(0|[1-9][0-9]{0,8})$/;
 
@@ -10,37 +9,34 @@ const FORMAT =
 /**
  * Parses the `Idempotency-Key-Batch` header into batch index → key. Keys are returned as
  * sent (strings); each is validated when its operation runs, so one bad key fails only
- * its own operation. A header that is not that JSON shape fails every keyed operation of
- * the batch with `BAD_REQUEST`: none of its keys can be trusted.
+ * its own operation. A header that is not that JSON shape throws `InvalidKeyError` (reason
+ * `malformed_header`; a 400 with `INVALID_KEY` through the middleware) for every keyed
+ * operation of the batch: none of its keys can be trusted.
  */
 export function batchKeys(header: string): ReadonlyMap<number, string> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(header);
   } catch (cause) {
-    throw new TRPCError({
-      code: 'BAD_REQUEST',
-      message: `${FORMAT}; it is not valid JSON.`,
-      cause,
-    });
+    throw new InvalidKeyError('malformed_header', `${FORMAT}; it is not valid JSON.`, { cause });
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new TRPCError({ code: 'BAD_REQUEST', message: `${FORMAT}; got a JSON ${kind(parsed)}.` });
+    throw new InvalidKeyError('malformed_header', `${FORMAT}; got a JSON ${kind(parsed)}.`);
   }
   const keys = new Map<number, string>();
   for (const [index, key] of Object.entries(parsed)) {
     // Never echo the member name: it is untrusted text headed for an error message.
     if (!BATCH_INDEX.test(index)) {
-      throw new TRPCError({
-        code: 'BAD_REQUEST',
-        message: `${FORMAT}; a member name is not a batch index (a non-negative decimal integer).`,
-      });
+      throw new InvalidKeyError(
+        'malformed_header',
+        `${FORMAT}; a member name is not a batch index (a non-negative decimal integer).`,
+      );
     }
     if (typeof key !== 'string') {
-      throw new TRPCError({
-        code: 'BAD_REQUEST',
-        message: `${FORMAT}; the key for batch index ${index} is a JSON ${kind(key)}, not a string.`,
-      });
+      throw new InvalidKeyError(
+        'malformed_header',
+        `${FORMAT}; the key for batch index ${index} is a JSON ${kind(key)}, not a string.`,
+      );
     }
     keys.set(Number(index), key);
   }

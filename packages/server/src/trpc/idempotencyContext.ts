@@ -6,9 +6,9 @@ import {
   IDEMPOTENT_REPLAYED_BATCH_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
   type IdempotencyStatus,
+  InvalidKeyError,
   RETRY_AFTER_HEADER,
 } from '@idem/core';
-import { TRPCError } from '@trpc/server';
 import { batchKeys } from './batchKeys.js';
 
 /** Request headers: a Fetch `Headers`, or Node's `IncomingHttpHeaders` (lower-case names). */
@@ -16,10 +16,18 @@ export type RequestHeadersLike =
   | { get(name: string): string | null }
   | Readonly<Record<string, string | readonly string[] | undefined>>;
 
-/** Response headers idem writes to: the fetch adapter's `resHeaders` (a `Headers`). */
-export interface ResponseHeadersLike {
-  get(name: string): string | null;
-  set(name: string, value: string): void;
+/**
+ * Response headers idem writes to: the fetch adapter's `resHeaders` (a `Headers`), or a
+ * Node response (`res` of the standalone adapter, Express, Fastify's `reply.raw`).
+ */
+export type ResponseHeadersLike =
+  | { get(name: string): string | null; set(name: string, value: string): void }
+  | { setHeader(name: string, value: string): unknown };
+
+/** Writes one response header, whichever kind of response headers the app passed. */
+function setHeader(headers: ResponseHeadersLike, name: string, value: string): void {
+  if ('set' in headers) headers.set(name, value);
+  else headers.setHeader(name, value);
 }
 
 /** For an HTTP request: pass the fetch adapter's `createContext` options as they are. */
@@ -27,7 +35,8 @@ export interface IdempotencyHttpContextOptions {
   /** The incoming request; its URL tells a batch (`?batch=1`) when `info` is absent. */
   req: { headers: RequestHeadersLike; url?: string | undefined };
   /**
-   * Where `Idempotent-Replayed`, `Idempotency-Status` and `Retry-After` go.
+   * Where `Idempotent-Replayed`, `Idempotency-Status` and `Retry-After` go: the fetch
+   * adapter's `resHeaders`, or a Node adapter's `res`.
    * @default undefined (no response headers; errors still carry `data.idempotency`)
    */
   resHeaders?: ResponseHeadersLike | undefined;
@@ -56,7 +65,7 @@ export interface IdempotencyCallerContextOptions {
 export interface IdempotencyRequest {
   /**
    * The key sent for the call at `batchIndex`, unvalidated, or `undefined` when there is
-   * none. Throws `TRPCError` `BAD_REQUEST` when the request's headers do not follow the
+   * none. Throws `InvalidKeyError` (reason `malformed_header`) when the request's headers do not follow the
    * wire format (a batch header on a single call, or the reverse, or a malformed batch).
    */
   keyOf(batchIndex: number): string | undefined;
@@ -110,12 +119,12 @@ export function idempotencyContext(
       replayed(batchIndex) {
         if (!responseHeaders) return;
         if (!batch) {
-          responseHeaders.set(IDEMPOTENT_REPLAYED_HEADER, 'true');
+          setHeader(responseHeaders, IDEMPOTENT_REPLAYED_HEADER, 'true');
           return;
         }
         replayedIndices.add(batchIndex);
         const sorted = [...replayedIndices].sort((a, b) => a - b);
-        responseHeaders.set(IDEMPOTENT_REPLAYED_BATCH_HEADER, JSON.stringify(sorted));
+        setHeader(responseHeaders, IDEMPOTENT_REPLAYED_BATCH_HEADER, JSON.stringify(sorted));
       },
       busy(batchIndex, status, retryAfterMs) {
         if (!responseHeaders) return;
@@ -124,13 +133,14 @@ export function idempotencyContext(
           retryAfterSeconds,
           Math.ceil(Math.max(0, retryAfterMs) / 1000),
         );
-        responseHeaders.set(RETRY_AFTER_HEADER, String(retryAfterSeconds));
+        setHeader(responseHeaders, RETRY_AFTER_HEADER, String(retryAfterSeconds));
         if (!batch) {
-          responseHeaders.set(IDEMPOTENCY_STATUS_HEADER, status);
+          setHeader(responseHeaders, IDEMPOTENCY_STATUS_HEADER, status);
           return;
         }
         statuses.set(batchIndex, status);
-        responseHeaders.set(
+        setHeader(
+          responseHeaders,
           IDEMPOTENCY_STATUS_BATCH_HEADER,
           JSON.stringify(Object.fromEntries([...statuses].sort(([a], [b]) => a - b))),
         );
@@ -169,12 +179,11 @@ function httpKeys(
   if (!batch) {
     return () => {
       if (single === undefined && batchHeader !== undefined) {
-        throw new TRPCError({
-          code: 'BAD_REQUEST',
-          message:
-            `${IDEMPOTENCY_KEY_BATCH_HEADER} is for batch requests (?batch=1); a single call ` +
+        throw new InvalidKeyError(
+          'malformed_header',
+          `${IDEMPOTENCY_KEY_BATCH_HEADER} is for batch requests (?batch=1); a single call ` +
             `carries its key in ${IDEMPOTENCY_KEY_HEADER}.`,
-        });
+        );
       }
       return single;
     };
@@ -183,12 +192,11 @@ function httpKeys(
   let keys: ReadonlyMap<number, string> | undefined;
   return (batchIndex) => {
     if (single !== undefined) {
-      throw new TRPCError({
-        code: 'BAD_REQUEST',
-        message:
-          `A batch request (?batch=1) carries its keys in ${IDEMPOTENCY_KEY_BATCH_HEADER}, one per ` +
+      throw new InvalidKeyError(
+        'malformed_header',
+        `A batch request (?batch=1) carries its keys in ${IDEMPOTENCY_KEY_BATCH_HEADER}, one per ` +
           `operation by batch index, not in ${IDEMPOTENCY_KEY_HEADER}.`,
-      });
+      );
     }
     if (batchHeader === undefined) return undefined;
     keys ??= batchKeys(batchHeader);

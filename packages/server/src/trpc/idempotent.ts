@@ -190,7 +190,12 @@ export function idempotent(
       });
     }
 
-    const sent = request.keyOf(batchIndex);
+    let sent: string | undefined;
+    try {
+      sent = request.keyOf(batchIndex);
+    } catch (error) {
+      throw toTRPCError(error, request, batchIndex);
+    }
     if (sent === undefined) {
       if (!required) return opts.next({ ctx: { idempotency: undefined } });
       throw toTRPCError(new InvalidKeyError('missing', MISSING_KEY), request, batchIndex);
@@ -203,7 +208,7 @@ export function idempotent(
     }
     const scope = scopeOf(await options.scope({ ctx, path }), path);
     const fingerprint = await fingerprintWithin(
-      { path, input: await opts.getRawInput() },
+      { path, input: await rawInputOf(opts) },
       maxInputBytes,
     );
 
@@ -318,4 +323,24 @@ function asMiddlewareResult(result: ResultLike): Awaited<ReturnType<AnyTRPCMiddl
   return { ...result, marker: 'middlewareMarker' } as Awaited<
     ReturnType<AnyTRPCMiddlewareFunction>
   >;
+}
+
+/**
+ * The call's input as sent. httpLink sends no body for a mutation without input, and tRPC
+ * then fails to parse the empty body, although a procedure without an input parser never
+ * asks for it: such a call is fingerprinted as having no input, as it runs.
+ */
+async function rawInputOf(opts: { getRawInput: () => Promise<unknown> }): Promise<unknown> {
+  try {
+    return await opts.getRawInput();
+  } catch (error) {
+    // tRPC reports the unreadable body as BAD_REQUEST (some versions: PARSE_ERROR).
+    if (
+      error instanceof TRPCError &&
+      (error.code === 'BAD_REQUEST' || error.code === 'PARSE_ERROR')
+    ) {
+      return undefined;
+    }
+    throw error;
+  }
 }
