@@ -1,0 +1,44 @@
+import { nowMs } from './stats.js';
+
+export interface WorkersResult {
+  /** Operations completed. */
+  count: number;
+  /** Wall time in ms. */
+  elapsedMs: number;
+  /** Latency of every operation, ms. */
+  latencies: number[];
+  perSecond: number;
+}
+
+/**
+ * `concurrency` loops that each run `operation(n)` back to back (a closed loop, like
+ * pgbench's clients) until `durationMs` has passed or `shouldStop()` says so; records the
+ * latency of each operation. An operation that throws fails the whole run.
+ */
+export async function runWorkers(
+  concurrency: number,
+  durationMs: number,
+  operation: (index: number) => Promise<void>,
+  shouldStop: () => boolean = () => false,
+): Promise<WorkersResult> {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = nowMs();
+  const deadline = started + durationMs;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (nowMs() < deadline && !shouldStop()) {
+        const begun = nowMs();
+        await operation(next++);
+        latencies.push(nowMs() - begun);
+      }
+    }),
+  );
+  const elapsedMs = nowMs() - started;
+  return {
+    count: latencies.length,
+    elapsedMs,
+    latencies,
+    perSecond: (latencies.length / elapsedMs) * 1000,
+  };
+}

@@ -1,0 +1,33 @@
+import { defineEvents } from '@idem/server';
+import { sql } from 'drizzle-orm';
+import { integer, pgTable, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { z } from 'zod';
+
+export const BENCH_TOPIC = 'bench.event' as const;
+
+/** The events the outbox benchmark produces. */
+export const benchEvents = defineEvents({
+  [BENCH_TOPIC]: z.object({ n: z.number().int() }),
+});
+
+/**
+ * The consumer's own write, one row per handled event, deliberately without a unique
+ * constraint: a duplicate delivery that got past the inbox would show up as two rows.
+ */
+export const benchConsumed = pgTable('bench_consumed', {
+  eventId: uuid('event_id').notNull(),
+  n: integer('n').notNull(),
+  consumedAt: timestamp('consumed_at', { withTimezone: true })
+    .notNull()
+    .default(sql`clock_timestamp()`),
+});
+
+export const CREATE_CONSUMED_TABLE = `
+  create table if not exists bench_consumed (
+    event_id uuid not null,
+    n integer not null,
+    consumed_at timestamptz not null default clock_timestamp()
+  )`;
+
+/** The consumer's name in `idem_inbox`. */
+export const CONSUMER_NAME = 'bench';

@@ -1,0 +1,147 @@
+import { type LoadResult, runLoad } from '../lib/loadgen.js';
+import { median } from '../lib/stats.js';
+import { formatMs, formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
+import { judged, type RunContext } from './RunContext.js';
+
+type Mode = 'plain' | 'lease' | 'transaction' | 'replayLease' | 'replayTransaction';
+
+const LABELS: Record<Mode, string> = {
+  plain: 'plain (no idem)',
+  lease: 'lease mode',
+  transaction: 'transaction mode',
+  replayLease: 'replay (lease)',
+  replayTransaction: 'replay (transaction)',
+};
+const TARGETS: Partial<Record<Mode, number>> = {
+  lease: 0.65,
+  transaction: 0.85,
+  replayLease: 1.0,
+  replayTransaction: 1.0,
+};
+
+/** The same body for every request: a replay must carry the payload of the original. */
+const BODY = JSON.stringify({ json: { sku: 'tea', quantity: 1, ref: 'http' } });
+
+/**
+ * HTTP overhead: the same one-INSERT tRPC mutation over real HTTP, plain vs lease vs
+ * transaction vs replays of completed keys, driven by autocannon at a fixed concurrency.
+ * Rounds are interleaved (plain, lease, transaction, replays, then again) so a change in
+ * the machine's load hits every variant alike; each ratio is the median of the per-round
+ * ratios to plain.
+ */
+export async function httpOverhead(context: RunContext, serverUrl: string): Promise<void> {
+  const { quick, sql } = context;
+  const connections = quick ? 8 : 16;
+  const durationSeconds = quick ? 1 : 8;
+  const rounds = quick ? 1 : 3;
+  const runId = Math.random().toString(36).slice(2, 8);
+  const results: Record<Mode, LoadResult[]> = {
+    plain: [],
+    lease: [],
+    transaction: [],
+    replayLease: [],
+    replayTransaction: [],
+  };
+
+  const load = (path: string, seconds: number, keyOf: (index: number) => string | undefined) =>
+    runLoad({
+      url: serverUrl,
+      targets: [{ path, keyOf }],
+      body: BODY,
+      connections,
+      durationSeconds: seconds,
+    });
+
+  const check = (mode: Mode, result: LoadResult) => {
+    if (result.non2xx + result.errors + result.timeouts > 0) {
+      context.fail(
+        `HTTP overhead ${mode}: ${result.non2xx} non-2xx answers, ${result.errors} errors, ${result.timeouts} timeouts`,
+      );
+    }
+  };
+
+  if (!quick) {
+    context.log('HTTP overhead: warming up');
+    await load('/plain', 3, () => undefined);
+    await load('/lease', 3, (index) => `${runId}-warm-L-${index}`);
+    await load('/transaction', 3, (index) => `${runId}-warm-T-${index}`);
+  }
+
+  const ordersCount = async () =>
+    Number((await sql`select count(*)::int as n from bench_orders`)[0]!.n);
+
+  for (let round = 0; round < rounds; round++) {
+    context.log(`HTTP overhead: round ${round + 1}/${rounds}`);
+    const plain = await load('/plain', durationSeconds, () => undefined);
+    check('plain', plain);
+    results.plain.push(plain);
+
+    for (const [mode, replayMode, path, tag] of [
+      ['lease', 'replayLease', '/lease', 'L'],
+      ['transaction', 'replayTransaction', '/transaction', 'T'],
+    ] as const) {
+      const fresh = await load(
+        path,
+        durationSeconds,
+        (index) => `${runId}-${tag}${round}-${index}`,
+      );
+      check(mode, fresh);
+      results[mode].push(fresh);
+
+      // The keys that really completed (the load generator prepares requests it never
+      // sends, and the last ones may still have been in flight when it stopped).
+      const prefix = `${runId}-${tag}${round}-`;
+      const completed = (
+        await sql<{ key: string }[]>`select key from idem_keys
+          where status = 'completed' and starts_with(key, ${prefix})`
+      ).map((row) => row.key);
+      if (completed.length === 0) {
+        context.fail(`HTTP overhead ${mode}: no key completed`);
+        continue;
+      }
+      // Requests the load generator abandoned at the end still finish on the server: wait
+      // until the table stops growing before counting what the replays do.
+      let before = await ordersCount();
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const now = await ordersCount();
+        if (now === before) break;
+        before = now;
+      }
+      const replay = await load(
+        path,
+        durationSeconds,
+        (index) => completed[index % completed.length],
+      );
+      check(replayMode, replay);
+      const executed = (await ordersCount()) - before;
+      if (executed !== 0) {
+        context.fail(`HTTP overhead ${replayMode}: ${executed} replays ran the procedure again`);
+      }
+      results[replayMode].push(replay);
+    }
+  }
+
+  const plainRates = results.plain.map((result) => result.requestsPerSecond);
+  for (const mode of Object.keys(LABELS) as Mode[]) {
+    const runs = results[mode];
+    const ratio = median(
+      runs.map((result, round) => result.requestsPerSecond / plainRates[round]!),
+    );
+    const target = TARGETS[mode];
+    context.report({
+      scenario: `HTTP overhead (${connections} conn)`,
+      variant: LABELS[mode],
+      result: formatRate(median(runs.map((result) => result.requestsPerSecond)), 'req/s'),
+      p50: formatMs(median(runs.map((result) => result.p50))),
+      p99: formatMs(median(runs.map((result) => result.p99))),
+      ratio: formatRatio(ratio),
+      ...(target === undefined
+        ? {}
+        : {
+            target: `≥ ${target.toFixed(2)}× plain`,
+            verdict: judged(context, verdictAtLeast(ratio, target)),
+          }),
+    });
+  }
+}

@@ -1,0 +1,248 @@
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { type Child, startChild } from '../lib/child.js';
+import { onCleanup } from '../lib/cleanup.js';
+import { NATS_URL, quiet } from '../lib/config.js';
+import { nowMs } from '../lib/stats.js';
+import { formatCount, formatMs, formatRate, verdictAtLeast } from '../lib/table.js';
+import { runWorkers } from '../lib/workers.js';
+import {
+  BENCH_TOPIC,
+  benchEvents,
+  CONSUMER_NAME,
+  CREATE_CONSUMED_TABLE,
+} from '../outbox/events.js';
+import { judged, type RunContext } from './RunContext.js';
+
+const PRODUCERS = 4;
+const EVENTS_PER_TRANSACTION = 50;
+const NATS_CONSUMER_LOOPS = 8;
+/** The relay process's pool, and so the consumer transactions in flight per relay. */
+const RELAY_POOL = 10;
+const SCENARIO = 'outbox (enqueue → consumer commit)';
+
+type Publisher = 'inprocess' | 'nats';
+type Db = ReturnType<typeof drizzle>;
+
+/**
+ * Outbox: events per second from `enqueue` to the consumer's commit, with 1 and 3 relays
+ * (own processes, the relay's defaults: batches of 100, LISTEN/NOTIFY wake-ups), in-process
+ * and through NATS JetStream.
+ *
+ * - Throughput: a burst of events is enqueued (faster than any pipeline drains it) and the
+ *   rate is events / (last consumer commit − first enqueue), by the database clock.
+ * - Lag: then events are enqueued at half that rate for a few seconds; lag is each one's
+ *   consumer commit time − its outbox row's creation time. (Lag during the burst would only
+ *   measure the queue the burst built.)
+ * - Floor: one consumer transaction per event is what the pipeline commits (inbox row +
+ *   the consumer's row); raw postgres-js running exactly that at the relay's concurrency
+ *   shows how many such commits this machine can do at all.
+ */
+export async function outbox(context: RunContext): Promise<void> {
+  const { quick, sql } = context;
+  const burst = quick ? 1_000 : 40_000;
+  const pacedMs = quick ? 1_000 : 5_000;
+  await sql.unsafe(CREATE_CONSUMED_TABLE);
+  const client = postgres(context.databaseUrl, { ...quiet, max: PRODUCERS });
+  const db = drizzle(client);
+  const reset = () => sql`truncate idem_outbox, idem_inbox, bench_consumed`;
+  try {
+    await reset();
+    await produceBurst(db, burst, 0); // warm-up
+    await reset();
+    const produceMs = await produceBurst(db, burst, 0);
+    context.report({
+      scenario: SCENARIO,
+      variant: `enqueue only (${PRODUCERS} producers × ${EVENTS_PER_TRANSACTION}/tx)`,
+      result: formatRate((burst / produceMs) * 1000, 'events/s'),
+    });
+
+    await reset();
+    const floor = await runWorkers(RELAY_POOL, quick ? 1_000 : 5_000, async (index) => {
+      await client.begin(async (tx) => {
+        const id = randomUUID();
+        await tx`insert into idem_inbox (consumer, event_id) values (${CONSUMER_NAME}, ${id}) on conflict do nothing returning event_id`;
+        await tx`insert into bench_consumed (event_id, n) values (${id}, ${index})`;
+      });
+    });
+    context.report({
+      scenario: SCENARIO,
+      variant: `floor: 1 consumer tx per event, raw (${RELAY_POOL} conn)`,
+      result: formatRate(floor.perSecond, 'events/s'),
+      note: 'BEGIN; inbox INSERT; consumer INSERT; COMMIT, prepared',
+    });
+
+    for (const [publisher, relays] of [
+      ['inprocess', 1],
+      ['inprocess', 3],
+      ['nats', 1],
+      ['nats', 3],
+    ] as const) {
+      await reset();
+      context.log(`outbox: ${publisher}, ${relays} relay(s)`);
+      await pipeline(context, db, publisher, relays, burst, pacedMs);
+    }
+  } finally {
+    await client.end({ timeout: 5 });
+  }
+}
+
+/** `count` events numbered from `first`, by PRODUCERS loops of one transaction per batch. */
+async function produceBurst(db: Db, count: number, first: number): Promise<number> {
+  let next = 0;
+  const started = nowMs();
+  await Promise.all(
+    Array.from({ length: PRODUCERS }, async () => {
+      while (next < count) {
+        const from = next;
+        next += EVENTS_PER_TRANSACTION;
+        await enqueueRange(db, first + from, Math.min(EVENTS_PER_TRANSACTION, count - from));
+      }
+    }),
+  );
+  return nowMs() - started;
+}
+
+function enqueueRange(db: Db, from: number, count: number) {
+  const batch = Array.from({ length: count }, (_, index) => ({
+    topic: BENCH_TOPIC,
+    payload: { n: from + index },
+  }));
+  return db.transaction((tx) => benchEvents.enqueue(tx, batch));
+}
+
+/** Events at `perSecond` for `durationMs`, numbered from `first`; returns how many. */
+async function producePaced(
+  db: Db,
+  perSecond: number,
+  durationMs: number,
+  first: number,
+): Promise<number> {
+  const started = nowMs();
+  let produced = 0;
+  for (let elapsed = 0; elapsed < durationMs; elapsed = nowMs() - started) {
+    const due = Math.floor((perSecond * elapsed) / 1000) - produced;
+    if (due > 0) {
+      await enqueueRange(db, first + produced, due);
+      produced += due;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return produced;
+}
+
+async function pipeline(
+  context: RunContext,
+  db: Db,
+  publisher: Publisher,
+  relays: number,
+  burst: number,
+  pacedMs: number,
+): Promise<void> {
+  const { quick, sql } = context;
+  const children: Child[] = [];
+  const suffix = Math.random().toString(36).slice(2, 10);
+  const stream = `IDEM_BENCH_${suffix}`;
+  const subject = `idem.bench.${suffix}`;
+  let deleteStream: (() => Promise<void>) | undefined;
+  const label = `${publisher === 'nats' ? 'NATS JetStream' : 'in-process'}, ${relays} relay${relays > 1 ? 's' : ''}`;
+  const consumedCount = async () =>
+    Number((await sql`select count(*)::int as n from bench_consumed`)[0]!.n);
+  const waitForConsumed = async (expected: number) => {
+    const deadline = Date.now() + (quick ? 60_000 : 300_000);
+    while (Date.now() < deadline && (await consumedCount()) < expected) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+  try {
+    if (publisher === 'nats') {
+      const nc = await connect({ servers: NATS_URL });
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: stream, subjects: [subject] });
+      deleteStream = onCleanup(`delete NATS stream ${stream}`, async () => {
+        await jsm.streams.delete(stream).catch(() => false);
+        await nc.close();
+      });
+      await jsm.consumers.add(stream, {
+        durable_name: 'bench',
+        ack_policy: AckPolicy.Explicit,
+        ack_wait: 30_000_000_000,
+      });
+      children.push(
+        await startChild(
+          fileURLToPath(new URL('../outbox/natsConsumerProcess.ts', import.meta.url)),
+          {
+            env: {
+              DATABASE_URL: context.databaseUrl,
+              STREAM: stream,
+              DURABLE: 'bench',
+              CONSUMERS: String(NATS_CONSUMER_LOOPS),
+            },
+            nodeFlags: context.nodeFlags(`nats-consumer-${relays}`),
+          },
+        ),
+      );
+    }
+    for (let index = 0; index < relays; index++) {
+      children.push(
+        await startChild(fileURLToPath(new URL('../outbox/relayProcess.ts', import.meta.url)), {
+          env: {
+            DATABASE_URL: context.databaseUrl,
+            PUBLISHER: publisher,
+            SUBJECT: subject,
+            POOL_MAX: String(RELAY_POOL),
+          },
+          nodeFlags: context.nodeFlags(`relay-${publisher}-${relays}-${index + 1}`),
+        }),
+      );
+    }
+
+    // Throughput: a burst, drained.
+    await produceBurst(db, burst, 0);
+    await waitForConsumed(burst);
+    const [throughput] = await sql<{ span_ms: number }[]>`
+      select extract(epoch from max(c.consumed_at) - min(o.created_at)) * 1000 as span_ms
+      from bench_consumed c join idem_outbox o on o.id = c.event_id`;
+    const rate = (burst / Number(throughput!.span_ms)) * 1000;
+
+    // Lag: half that rate, sustained.
+    const pacedRate = Math.max(10, Math.floor(rate / 2));
+    const paced = await producePaced(db, pacedRate, pacedMs, burst);
+    await waitForConsumed(burst + paced);
+    // Let a late duplicate, if any, land before counting.
+    await new Promise((resolve) => setTimeout(resolve, quick ? 200 : 1_000));
+
+    const [stats] = await sql<{ consumed: number; distinct: number; p50: number; p99: number }[]>`
+      select count(*)::int as consumed, count(distinct c.event_id)::int as distinct,
+        percentile_disc(0.5) within group (order by extract(epoch from c.consumed_at - o.created_at) * 1000)
+          filter (where c.n >= ${burst}) as p50,
+        percentile_disc(0.99) within group (order by extract(epoch from c.consumed_at - o.created_at) * 1000)
+          filter (where c.n >= ${burst}) as p99
+      from bench_consumed c join idem_outbox o on o.id = c.event_id`;
+    const { distinct, p50, p99 } = stats!;
+    const expected = burst + paced;
+    const duplicates = stats!.consumed - distinct;
+    const lost = expected - distinct;
+    if (duplicates > 0) context.fail(`outbox ${label}: ${duplicates} events handled twice`);
+    if (lost > 0)
+      context.fail(`outbox ${label}: ${lost} of ${expected} events never reached the consumer`);
+    context.report({
+      scenario: SCENARIO,
+      variant: label,
+      result: formatRate(rate, 'events/s'),
+      p50: formatMs(Number(p50)),
+      p99: formatMs(Number(p99)),
+      ...(publisher === 'inprocess'
+        ? { target: '≥ 20,000 events/s', verdict: judged(context, verdictAtLeast(rate, 20_000)) }
+        : {}),
+      note: `lag at ${formatRate(pacedRate, 'events/s')}; ${formatCount(expected)} events, ${duplicates} dup, ${lost} lost`,
+    });
+  } finally {
+    for (const child of children.reverse()) await child.stop();
+    await deleteStream?.();
+  }
+}
