@@ -121,10 +121,33 @@ describe('createIdempotency', () => {
     clock.advance(1_000);
     const error = await rejection(engine.execute(request, () => 'duplicate'));
     expect(isRequestInProgressError(error)).toBe(true);
-    // The heartbeat at 1 000 ms renewed the lease to 4 000 ms.
-    expect((error as { retryAfterMs: number }).retryAfterMs).toBe(LEASE_MS);
+    // The lease (renewed to 4 000 ms by the heartbeat at 1 000 ms) has 3 000 ms left, but a
+    // duplicate is told to come back after at most inProgressRetryAfterMs (1 000 ms).
+    expect((error as { retryAfterMs: number }).retryAfterMs).toBe(1_000);
     finish('first');
     expect((await first).value).toBe('first');
+  });
+
+  it('tells a duplicate the time left on the lease when that is shorter than the cap', async () => {
+    const clock = manualClock();
+    const engine = createIdempotency({
+      store: memoryStore({ clock }),
+      clock,
+      leaseMs: LEASE_MS,
+      ttlMs: 60_000,
+      inProgressRetryAfterMs: 10_000,
+    });
+    let finish!: (value: string) => void;
+    const first = engine.execute(
+      request,
+      () => new Promise<string>((resolve) => (finish = resolve)),
+    );
+    await settle();
+    clock.advance(500);
+    const error = await rejection(engine.execute(request, () => 'duplicate'));
+    expect((error as { retryAfterMs: number }).retryAfterMs).toBe(LEASE_MS - 500);
+    finish('first');
+    await first;
   });
 
   it('lets a duplicate wait for the first request and replay it when configured', async () => {

@@ -82,6 +82,14 @@ export interface IdempotencyOptions {
    */
   serializer?: Serializer;
   /**
+   * The longest wait a duplicate is told (`RequestInProgressError.retryAfterMs`, HTTP
+   * `Retry-After`) while the first request runs: the time left on the holder's lease, but at
+   * most this. A live holder usually finishes long before its lease ends, and a client
+   * told to wait out a whole lease may give up at its own deadline first.
+   * @default 1_000
+   */
+  inProgressRetryAfterMs?: number;
+  /**
    * What a duplicate does while the first request still runs: answer at once with
    * `RequestInProgressError`, or wait up to `waitMs` for it to finish and replay.
    * @default 'reject'
@@ -157,6 +165,7 @@ export interface IdempotencySettings {
   errorPolicy: ErrorPolicy;
   serializer: Serializer;
   inProgress: 'reject' | Required<InProgressWait>;
+  inProgressRetryAfterMs: number;
   clock: Clock;
 }
 
@@ -222,6 +231,10 @@ export function resolveSettings(options: IdempotencyOptions): IdempotencySetting
             waitMs: positive('inProgress.waitMs', wait.waitMs),
             pollMs: positive('inProgress.pollMs', wait.pollMs ?? 50),
           },
+    inProgressRetryAfterMs: positive(
+      'inProgressRetryAfterMs',
+      options.inProgressRetryAfterMs ?? 1_000,
+    ),
     clock: options.clock ?? systemClock,
   };
 }
@@ -408,7 +421,11 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
           throw new KeyMismatchError(request.scope, request.key);
         case 'in_progress':
           emit({ type: 'in_progress', ...base, durationMs: durationMs() });
-          throw new RequestInProgressError(request.scope, request.key, claim.retryAfterMs);
+          throw new RequestInProgressError(
+            request.scope,
+            request.key,
+            Math.min(claim.retryAfterMs, settings.inProgressRetryAfterMs),
+          );
         case 'claimed':
           emit({
             type: claim.takeover ? 'takeover' : 'claimed',

@@ -201,7 +201,7 @@ function describe(attempt: Attempt): [badge: string, label: string, meaning: str
       return [
         'in-progress',
         '409 in progress',
-        `another attempt holds the key${outcome.retryAfterMs !== null ? `; its lease ends in ${outcome.retryAfterMs} ms` : ''}`,
+        `another attempt holds the key${outcome.retryAfterMs !== null ? `; the server said to retry in ${outcome.retryAfterMs} ms` : ''}`,
       ];
     case 'reply-lost':
       return [

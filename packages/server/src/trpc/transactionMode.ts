@@ -180,7 +180,11 @@ export function transactionMode(config: TransactionModeConfig) {
       case 'in_progress':
         // Only a lease-mode attempt leaves a committed in-progress row behind.
         emit({ type: 'in_progress', ...base, version, durationMs: durationMs() });
-        throw new RequestInProgressError(scope, key, claim.retryAfterMs);
+        throw new RequestInProgressError(
+          scope,
+          key,
+          Math.min(claim.retryAfterMs, settings.inProgressRetryAfterMs),
+        );
       case 'replay': {
         emit({ type: 'replayed', ...base, version, durationMs: durationMs() });
         const outcome = claim.record.outcome!;
