@@ -1,4 +1,4 @@
-import { TRPCError } from '@trpc/server';
+import { isInvalidKeyError } from '@idem/core';
 import { describe, expect, it } from 'vitest';
 import { idempotencyContext } from './idempotencyContext.js';
 
@@ -43,7 +43,14 @@ describe('idempotencyContext', () => {
       const context = idempotencyContext({
         req: request('/trpc/a?batch=1', { 'Idempotency-Key-Batch': header }),
       });
-      expect(() => context.idempotencyRequest.keyOf(0)).toThrow(TRPCError);
+      const error = (() => {
+        try {
+          context.idempotencyRequest.keyOf(0);
+        } catch (caught) {
+          return caught;
+        }
+      })();
+      expect(isInvalidKeyError(error) && error.reason).toBe('malformed_header');
     }
   });
 
