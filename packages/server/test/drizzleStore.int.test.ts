@@ -217,6 +217,59 @@ for (const backend of backends) {
       expect((await store.claim(request())).status).toBe('replay');
     });
 
+    it('answers a replay, a mismatch and a live lease read-only: no transaction id, no lock', async () => {
+      const { clock, db, store } = await fresh();
+      const done = tokenOf(await store.claim(request({ key: 'done' })));
+      await store.complete(done, { kind: 'success', value: 1 }, TTL_MS);
+      tokenOf(await store.claim(request({ key: 'busy' })));
+      // A transaction gets an id with its first write or row lock, and only a transaction
+      // with an id writes a commit record and waits for a WAL flush. Row locks need an id
+      // too (the locker's xid goes into the row), so "no id" also means "no lock".
+      const xid = async (tx: typeof db) => {
+        const [row] = await rows<{ xid: string | null }>(
+          tx,
+          sql`select pg_current_xact_id_if_assigned()::text as xid`,
+        );
+        return row?.xid ?? null;
+      };
+      await db.transaction(async (tx) => {
+        const inTx = drizzleStore(tx, { clock });
+        for (let i = 0; i < 50; i++) {
+          expect((await inTx.claim(request({ key: 'done' }))).status).toBe('replay');
+          expect((await inTx.claim(request({ key: 'done', fingerprint: 'fp-b' }))).status).toBe(
+            'mismatch',
+          );
+          expect((await inTx.claim(request({ key: 'busy' }))).status).toBe('in_progress');
+        }
+        expect(await xid(tx)).toBeNull();
+        // The probe does see writes: a new key is one.
+        tokenOf(await inTx.claim(request({ key: 'new' })));
+        expect(await xid(tx)).not.toBeNull();
+      });
+    });
+
+    it('takes over a lapsed lease and resets an expired record with a second, conditional statement', async () => {
+      const { clock, store } = await fresh();
+      const first = tokenOf(await store.claim(request()));
+      await store.saveStep(first, 'charge', 'ch_1');
+      clock.advance(LEASE_MS);
+      const second = await store.claim(request());
+      expect(second).toMatchObject({ status: 'claimed', takeover: true });
+      expect(second.record).toMatchObject({ version: 2, attempts: 2, steps: { charge: 'ch_1' } });
+      // The first holder is fenced out; the new one is not taken over again before its lease ends.
+      expect(isLeaseLostError(await rejection(store.release(first)))).toBe(true);
+      expect((await store.claim(request())).status).toBe('in_progress');
+
+      // A claimant that read the row before the takeover loses cleanly and answers from
+      // the row as it is now.
+      const stale = drizzleStore(database().db, { clock });
+      clock.advance(LEASE_MS);
+      const [a, b] = await Promise.all([stale.claim(request()), store.claim(request())]);
+      expect([a.status, b.status].sort()).toEqual(['claimed', 'in_progress']);
+      const winner = a.status === 'claimed' ? a : b;
+      expect(winner.record).toMatchObject({ version: 3, attempts: 3 });
+    });
+
     describe('on the database clock', () => {
       const storeOnDatabaseClock = async () => {
         await database().truncate();

@@ -54,7 +54,8 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
       );
     }
     const [claimSql, completeSql] = captured as [Captured, Captured];
-    const claimKeyAt = onlyIndex(claimSql.params, KEY, 'claim key');
+    // The claim names the key twice (its insert and its read of an existing row).
+    const claimKeyAt = allIndices(claimSql.params, KEY, 'claim key');
     const completeKeyAt = onlyIndex(completeSql.params, KEY, 'complete key');
     const createdAt = new Date(token.createdAt).toISOString();
     const completeCreatedAt = onlyIndex(completeSql.params, createdAt, 'complete created_at');
@@ -72,7 +73,7 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
     const raw = (prepare: boolean) => async () => {
       const key = randomUUID();
       const claimParams = [...claimSql.params];
-      claimParams[claimKeyAt] = key;
+      for (const index of claimKeyAt) claimParams[index] = key;
       const rows = await client.unsafe(claimSql.text, claimParams as never[], { prepare });
       const row = rows[0] as { created_at: string } | undefined;
       if (!row) throw new Error('raw claim returned no row');
@@ -136,6 +137,14 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
   } finally {
     await client.end({ timeout: 5 });
   }
+}
+
+function allIndices(params: readonly unknown[], value: unknown, what: string): number[] {
+  const indices = params.flatMap((param, index) => (param === value ? [index] : []));
+  if (indices.length === 0) {
+    throw new Error(`cannot find the ${what} among the captured parameters`);
+  }
+  return indices;
 }
 
 function onlyIndex(params: readonly unknown[], value: unknown, what: string): number {

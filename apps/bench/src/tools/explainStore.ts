@@ -1,7 +1,7 @@
 /**
  * `tsx src/tools/explainStore.ts [rows]`: EXPLAIN (ANALYZE, WAL, BUFFERS) of the statements
- * drizzleStore sends — a fresh claim, a claim that finds a completed key (a replay: the
- * claim, then the read), the completion, and one sweep batch — on a table of `rows` live and
+ * drizzleStore sends — a fresh claim, a claim that finds a completed key (a replay: one
+ * read-only statement), the completion, and one sweep batch — on a table of `rows` live and
  * `rows` expired keys. The SQL and parameters are captured from drizzleStore itself through
  * Drizzle's logger. Each EXPLAIN runs in a transaction that is rolled back; whether the
  * statement got a transaction id shows whether its commit would wait for a WAL flush.
@@ -113,7 +113,7 @@ runMain(async () => {
   console.log(
     `a claim of a completed key answers "${replay.status}" after ${captured.length} statements`,
   );
-  const [replayClaim, replayRead] = captured as [typeof claimStatement, typeof claimStatement];
+  const [replayClaim] = captured as [typeof claimStatement];
 
   await explain('claim, new key', {
     ...claimStatement,
@@ -121,8 +121,7 @@ runMain(async () => {
       param === 'fresh-key' ? 'another-fresh-key' : param,
     ),
   });
-  await explain('replay, statement 1: the claim finds the completed key', replayClaim);
-  await explain('replay, statement 2: the read', replayRead);
+  await explain('replay: the claim finds the completed key', replayClaim);
   await explain('completion (fenced UPDATE)', completeStatement);
 
   captured.length = 0;

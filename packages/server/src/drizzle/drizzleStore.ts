@@ -33,7 +33,10 @@ export interface DrizzleStoreOptions {
 /** The database's "now", truncated to the millisecond that records speak in. */
 const DATABASE_NOW = sql`date_trunc('milliseconds', statement_timestamp())`;
 
-/** A claim only loops when the record changed between its two statements. */
+/**
+ * A claim only loops when the record changed under it: a concurrent claim inserted the key
+ * after its snapshot, or took over or reset the row between its two statements.
+ */
 const MAX_CLAIM_ROUNDS = 100;
 
 /**
@@ -42,6 +45,22 @@ const MAX_CLAIM_ROUNDS = 100;
  *
  * Pass a transaction to make claims and completions part of it (transaction mode); pass
  * the database for autocommit statements (lease mode).
+ *
+ * Statements per call:
+ * - `claim` of a new key: one, `WITH inserted AS (INSERT … ON CONFLICT DO NOTHING
+ *   RETURNING …) SELECT … FROM inserted UNION ALL SELECT …` the existing row, with the
+ *   statement's "now";
+ * - `claim` of a completed, live in-progress or mismatched key (replay, in progress,
+ *   mismatch): that same statement, and it is read-only: `DO NOTHING` locks nothing, so
+ *   the transaction gets no id, writes no WAL and its commit waits for no flush. core's
+ *   `decideClaim` answers from the row it returns;
+ * - `claim` of an expired key or of a lapsed lease: that statement, plus a conditional
+ *   `UPDATE … WHERE version = <read> AND created_at = <read> AND <still expired or
+ *   lapsed> RETURNING`. A concurrent claim that changed the row first makes it update
+ *   nothing, and the claim starts over (bounded); so does the first statement finding
+ *   nothing (a concurrent insert it waited for, invisible to its snapshot);
+ * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
+ *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
  * @example
  * const store = drizzleStore(drizzle(postgres(process.env.DATABASE_URL!)));
@@ -82,6 +101,84 @@ export function drizzleStore(
     return { record: toRecord(columns), nowMs: nowMs ?? databaseNowMs };
   };
 
+  /**
+   * Statement 1 of a claim: insert the key if it is new, else read the existing row, with
+   * the statement's "now". Read-only when the key exists: `ON CONFLICT DO NOTHING` locks
+   * nothing, so a replay, a mismatch or an in-progress answer takes no transaction id and
+   * writes no WAL. The columns are listed in both arms: UNION ALL matches them by position.
+   */
+  const insertOrRead = async (request: ClaimRequest) => {
+    const { nowMs, now } = instant();
+    const insert = db
+      .insert(keys)
+      .values({
+        scope: request.scope,
+        key: request.key,
+        fingerprint: request.fingerprint,
+        status: 'in_progress',
+        version: 1,
+        lockedUntil: later(now, request.leaseMs),
+        attempts: 1,
+        outcome: null,
+        steps: {},
+        createdAt: now,
+        completedAt: null,
+        expiresAt: later(now, request.ttlMs),
+      })
+      .onConflictDoNothing({ target: [keys.scope, keys.key] });
+    const result = await db.execute(sql`
+      with inserted as (${insert.getSQL()} returning ${COLUMN_LIST})
+      select ${COLUMN_LIST}, true as inserted, ${epochMs(now)} as now_ms from inserted
+      union all
+      select ${COLUMN_LIST}, false, ${epochMs(now)} from ${keys}
+      where ${byId(request.scope, request.key)} and not exists (select 1 from inserted)`);
+    const [row] = resultRows(result);
+    if (!row) return undefined;
+    return {
+      inserted: row.inserted === true,
+      record: toRecord(fromDriver(row)),
+      nowMs: nowMs ?? Number(row.now_ms),
+    };
+  };
+
+  /**
+   * Statement 2 of a claim, only when `decideClaim` says an existing row is to be claimed:
+   * reset it (expired) or take over its lapsed lease, if it is still the row that was read
+   * (version and creation time) and still expired or lapsed by this statement's "now". A
+   * concurrent claimant that got there first leaves nothing to update.
+   */
+  const takeOver = async (request: ClaimRequest, seen: IdempotencyRecord) => {
+    const { now } = instant();
+    const wasExpired = expired(now);
+    const expiresAt = later(now, request.ttlMs);
+    // Every expression reads the row as it was before this update. A reset starts afresh
+    // (version + 1 so fencing tokens never repeat); a takeover keeps steps and creation time.
+    const [claimed] = await db
+      .update(keys)
+      .set({
+        fingerprint: request.fingerprint,
+        status: 'in_progress',
+        version: sql`${keys.version} + 1`,
+        lockedUntil: later(now, request.leaseMs),
+        attempts: sql`case when ${wasExpired} then 1 else ${keys.attempts} + 1 end`,
+        outcome: null,
+        steps: sql`case when ${wasExpired} then '{}'::jsonb else ${keys.steps} end`,
+        createdAt: sql`case when ${wasExpired} then ${now} else ${keys.createdAt} end`,
+        completedAt: null,
+        expiresAt: sql`case when ${wasExpired} then ${expiresAt} else greatest(${keys.expiresAt}, ${expiresAt}) end`,
+      })
+      .where(
+        and(
+          byId(request.scope, request.key),
+          eq(keys.version, seen.version),
+          eq(keys.createdAt, new Date(seen.createdAt)),
+          sql`(${wasExpired} or (${keys.status} = 'in_progress' and ${leaseExpired(now)} and ${keys.fingerprint} = ${request.fingerprint}))`,
+        ),
+      )
+      .returning();
+    return claimed && toRecord(claimed);
+  };
+
   /** One fenced UPDATE: changes the row only for the live holder of `token`. */
   const fenced = async (token: LeaseToken, set: PgUpdateSetSource<typeof keys>) => {
     const updated = await db
@@ -102,61 +199,16 @@ export function drizzleStore(
   return {
     async claim(request: ClaimRequest): Promise<ClaimResult> {
       for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-        const { now } = instant();
-        // In the conflict branch `excluded.created_at` is this statement's "now": one value,
-        // computed (or sent) once.
-        const then = sql.raw('excluded.created_at');
-        const wasExpired = expired(then);
-        // The whole claim table in one statement: insert a new key, or reset an expired
-        // record (version + 1 so fencing tokens never repeat), or take over a lapsed lease
-        // of the same payload. Any other existing row is left alone and returns nothing.
-        const [claimed] = await db
-          .insert(keys)
-          .values({
-            scope: request.scope,
-            key: request.key,
-            fingerprint: request.fingerprint,
-            status: 'in_progress',
-            version: 1,
-            lockedUntil: later(now, request.leaseMs),
-            attempts: 1,
-            outcome: null,
-            steps: {},
-            createdAt: now,
-            completedAt: null,
-            expiresAt: later(now, request.ttlMs),
-          })
-          .onConflictDoUpdate({
-            target: [keys.scope, keys.key],
-            // Every expression reads the existing row as it was before this update. Outcome
-            // and completion time are null in both branches: a taken-over row is in progress,
-            // and only `complete` (which also ends the progress) ever sets them.
-            set: {
-              fingerprint: sql`excluded.fingerprint`,
-              status: sql`excluded.status`,
-              version: sql`${keys.version} + 1`,
-              lockedUntil: sql`excluded.locked_until`,
-              attempts: sql`case when ${wasExpired} then 1 else ${keys.attempts} + 1 end`,
-              outcome: null,
-              steps: sql`case when ${wasExpired} then excluded.steps else ${keys.steps} end`,
-              createdAt: sql`case when ${wasExpired} then excluded.created_at else ${keys.createdAt} end`,
-              completedAt: null,
-              expiresAt: sql`case when ${wasExpired} then excluded.expires_at else greatest(${keys.expiresAt}, excluded.expires_at) end`,
-            },
-            setWhere: sql`${wasExpired} or (${keys.status} = 'in_progress' and ${leaseExpired(then)} and ${keys.fingerprint} = excluded.fingerprint)`,
-          })
-          .returning();
-        if (claimed) {
-          const record = toRecord(claimed);
-          return { status: 'claimed', takeover: record.attempts > 1, record };
-        }
-
-        // The key is taken: read it to say why (replay, mismatch or in progress).
-        const current = await read(request.scope, request.key);
-        if (!current) continue; // swept in between: claim afresh
-        const decision = decideClaim(current.record, request, current.nowMs);
-        if (decision.status === 'claimed') continue; // lapsed in between: claim it for real
-        return decision;
+        const found = await insertOrRead(request);
+        // Nothing: a concurrent claim inserted the key after this statement's snapshot was
+        // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
+        if (!found) continue;
+        if (found.inserted) return { status: 'claimed', takeover: false, record: found.record };
+        const decision = decideClaim(found.record, request, found.nowMs);
+        if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
+        const claimed = await takeOver(request, found.record);
+        if (claimed) return { status: 'claimed', takeover: claimed.attempts > 1, record: claimed };
+        // Another claim (or the holder's heartbeat or completion) changed the row first.
       }
       throw new Error(
         `claim of idempotency key "${request.key}" did not settle after ${MAX_CLAIM_ROUNDS} rounds: ` +
@@ -213,6 +265,27 @@ export function drizzleStore(
       return deleted.length;
     },
   };
+}
+
+const COLUMNS = getTableColumns(keys);
+const COLUMN_LIST = sql.join(
+  Object.values(COLUMNS).map((column) => sql.identifier(column.name)),
+  sql`, `,
+);
+
+/** Rows of `execute`: postgres-js returns an array, PGlite `{ rows }`. */
+function resultRows(result: unknown): Record<string, unknown>[] {
+  return Array.isArray(result) ? result : (result as { rows: Record<string, unknown>[] }).rows;
+}
+
+/** A raw row of `execute` (column names, driver values) as Drizzle's select would map it. */
+function fromDriver(raw: Record<string, unknown>): IdempotencyKeyRow {
+  const row: Record<string, unknown> = {};
+  for (const [field, column] of Object.entries(COLUMNS)) {
+    const value = raw[column.name];
+    row[field] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
+  }
+  return row as IdempotencyKeyRow;
 }
 
 function toRecord(row: IdempotencyKeyRow): IdempotencyRecord {

@@ -61,7 +61,8 @@ class Abandoned {}
  * Statements, in order (`‖`: sent together, so postgres-js pipelines them on the
  * transaction's connection and the group costs the round trips of its slowest member):
  * 1. `BEGIN`
- * 2. bound `lock_timeout` ‖ the claim (`INSERT … ON CONFLICT … RETURNING`)
+ * 2. bound `lock_timeout` ‖ the claim (one statement: insert the key, or read the existing
+ *    record without locking it; a takeover adds a fenced UPDATE)
  * 3. restore `lock_timeout` ‖ `SAVEPOINT` (only when claimed)
  * 4. the procedure's own statements
  * 5. `RELEASE SAVEPOINT` ‖ the fenced completion `UPDATE`; after a deterministic error,
@@ -69,8 +70,8 @@ class Abandoned {}
  * 6. `COMMIT`; after a transient error `ROLLBACK` instead, and the key is free again
  *
  * The key costs the two statements DESIGN.md budgets (claim, completion); the lock bound
- * rides in the claim's round trip and the savepoint adds one. A replay runs 1, 2, the
- * store's read of the completed record and 6, never the procedure.
+ * rides in the claim's round trip and the savepoint adds one. A replay runs 1, 2 and 6,
+ * never the procedure.
  */
 export function transactionMode(config: TransactionModeConfig) {
   const { db, settings, lockWaitMs, emit } = config;
