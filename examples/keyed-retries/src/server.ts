@@ -6,6 +6,7 @@ import {
   idempotent,
   migrate,
 } from '@idem/server';
+import { serveFetch } from '@idem/server/testing';
 import { initTRPC } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
@@ -15,7 +16,6 @@ import postgres from 'postgres';
 import superjson from 'superjson';
 import { z } from 'zod';
 import { createScratchDatabase, DATABASE_URL, quiet } from './scratchDatabase.js';
-import { serveFetch } from './serveFetch.js';
 
 /**
  * The side effect: one row per execution of a place-order procedure. `execution` numbers

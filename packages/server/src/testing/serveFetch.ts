@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/** A running {@link serveFetch} server. */
 export interface FetchServer {
   /** Base URL, e.g. `http://127.0.0.1:54321`. */
   url: string;
@@ -8,12 +9,13 @@ export interface FetchServer {
 }
 
 /**
- * Serves a Fetch-API handler (tRPC's `fetchRequestHandler`) on node:http, on 127.0.0.1 and
- * a free port, so the calls cross a real socket: header parsing, status codes and
- * response headers are the ones a deployed app sees.
+ * Serves a Fetch-API handler (such as tRPC's `fetchRequestHandler`) on a real node:http
+ * server on 127.0.0.1 and a free port: a minimal adapter for tests and examples, so calls
+ * cross a real socket (header parsing, status codes, response headers). Not a production
+ * server: bodies are buffered whole.
  */
 export async function serveFetch(
-  handler: (request: Request) => Promise<Response>,
+  handler: (request: Request) => Promise<Response> | Response,
 ): Promise<FetchServer> {
   const server = createServer((req, res) => {
     respond(req, res, handler).catch((error: unknown) => {
@@ -37,8 +39,8 @@ export async function serveFetch(
 async function respond(
   req: IncomingMessage,
   res: ServerResponse,
-  handler: (request: Request) => Promise<Response>,
-): Promise<void> {
+  handler: (request: Request) => Promise<Response> | Response,
+) {
   const headers = new Headers();
   for (let index = 0; index < req.rawHeaders.length; index += 2) {
     headers.append(req.rawHeaders[index]!, req.rawHeaders[index + 1]!);

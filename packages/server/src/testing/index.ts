@@ -1,0 +1,1 @@
+export { type FetchServer, serveFetch } from './serveFetch.js';
