@@ -7,6 +7,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll } from 'vitest';
 import { migrate } from '../src/drizzle/migrate.js';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
+import { executeRows } from '../src/drizzle/rows.js';
 
 /** The real server the Postgres backend uses; each test file gets its own database there. */
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -25,13 +26,7 @@ export interface TestDatabase {
 /**
  * Rows of a raw query: postgres-js returns an array, PGlite `{ rows }`.
  */
-export async function rows<T = Record<string, unknown>>(
-  db: PgDatabaseLike,
-  query: SQL,
-): Promise<T[]> {
-  const result: unknown = await db.execute(query);
-  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
-}
+export const rows = executeRows;
 
 /** postgres-js logs NOTICEs by default; tests want quiet output. */
 const quiet = { onnotice: () => {} };

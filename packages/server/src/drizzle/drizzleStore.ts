@@ -15,6 +15,7 @@ import {
 import { and, eq, getTableColumns, type SQL, sql } from 'drizzle-orm';
 import type { PgUpdateSetSource } from 'drizzle-orm/pg-core';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import { rowsOf } from './rows.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
 
 export interface DrizzleStoreOptions {
@@ -136,7 +137,7 @@ export function drizzleStore(
       select ${COLUMN_LIST}, false, ${epochMs(now)} from ${keys}
       where ${byId(request.scope, request.key)} and not exists (select 1 from inserted)`,
     );
-    const [row] = resultRows(result);
+    const [row] = rowsOf(result);
     if (!row) return undefined;
     return {
       inserted: row.inserted === true,
@@ -283,10 +284,6 @@ const COLUMN_LIST = sql.join(
 );
 
 /** Rows of `execute`: postgres-js returns an array, PGlite `{ rows }`. */
-function resultRows(result: unknown): Record<string, unknown>[] {
-  return Array.isArray(result) ? result : (result as { rows: Record<string, unknown>[] }).rows;
-}
-
 /** A raw row of `execute` (column names, driver values) as Drizzle's select would map it. */
 function fromDriver(raw: Record<string, unknown>): IdempotencyKeyRow {
   const row: Record<string, unknown> = {};

@@ -5,7 +5,8 @@ import type { Answer, ResultLike } from './transactionMode.js';
 /**
  * Lease mode: core's engine (`createIdempotency`), with tRPC's `next` as the handler. The
  * claim commits first (one statement), the procedure runs under a heartbeat-renewed lease,
- * and the completion is fenced (one statement); a replay is the claim plus one read.
+ * and the completion is fenced (one statement); a replay is the claim alone, which finds
+ * the completed record in the same read-only statement.
  */
 export async function leaseMode<TResult extends ResultLike>(
   engine: Idempotency,

@@ -240,7 +240,6 @@ function restoreLockWait(tx: PgDatabaseLike): Promise<unknown> {
   );
 }
 
-/** The same derived key `createIdempotency` hands to lease-mode handlers. */
 /** A Postgres error code anywhere in the cause chain (Drizzle wraps driver errors). */
 function hasCode(error: unknown, code: string): boolean {
   for (let current = error, depth = 0; current && depth < 5; depth++) {

@@ -1,7 +1,7 @@
 import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import { executeRows } from '../internal/executeRows.js';
+import { executeRows } from '../../drizzle/rows.js';
 import { sqlNow } from '../internal/sqlNow.js';
 import { outboxEvents as outbox } from '../schema.js';
 
