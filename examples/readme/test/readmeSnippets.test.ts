@@ -7,6 +7,15 @@ import { describe, expect, it } from 'vitest';
 const run = promisify(execFile);
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
 const root = fileURLToPath(new URL('../../../', import.meta.url));
+/**
+ * Each snippet runs in a process of its own, started from the installed binaries rather
+ * than through `npx` (which costs a package look-up per snippet). A snippet that starts
+ * PGlite or a server takes seconds on an idle machine and far longer on a loaded one, so
+ * its bound is generous: it only has to catch a hang, not a slow machine.
+ */
+const SNIPPET_TIMEOUT_MS = 300_000;
+const tsx = `${packageDir}node_modules/.bin/tsx`;
+const vitest = `${root}node_modules/.bin/vitest`;
 /** The root README and each package's, relative to the repository root. */
 const readmes = [
   'README.md',
@@ -52,15 +61,15 @@ describe('README snippets run as written', () => {
       const isTestFile = /^\/\/ \S+\.test\.ts\b/.test(block.code);
       const file = `${workDir}/snippet-${String(index).padStart(2, '0')}${isTestFile ? '.test' : ''}.ts`;
       writeFileSync(file, block.code);
-      const command = isTestFile
-        ? ['vitest', 'run', '--config', 'vitest.snippets.config.ts', file]
-        : ['tsx', '--conditions=@idem/source', file];
-      const { stderr } = await run('npx', command, {
+      const [binary, ...args] = isTestFile
+        ? [vitest, 'run', '--config', 'vitest.snippets.config.ts', file]
+        : [tsx, '--conditions=@idem/source', file];
+      const { stderr } = await run(binary!, args, {
         cwd: packageDir,
-        timeout: 60_000,
+        timeout: SNIPPET_TIMEOUT_MS,
         env: { ...process.env, NODE_NO_WARNINGS: '1' },
       });
       if (!isTestFile) expect(stderr).toBe('');
-    });
+    }, SNIPPET_TIMEOUT_MS + 10_000);
   }
 });
