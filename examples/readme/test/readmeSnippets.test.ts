@@ -56,20 +56,24 @@ describe('README snippets run as written', () => {
   });
 
   for (const [index, block] of blocks.entries()) {
-    it(`${block.readme}: ${block.heading} (line ${block.line})`, async () => {
-      // A snippet whose first line is a comment naming a `.test.ts` file is a vitest file.
-      const isTestFile = /^\/\/ \S+\.test\.ts\b/.test(block.code);
-      const file = `${workDir}/snippet-${String(index).padStart(2, '0')}${isTestFile ? '.test' : ''}.ts`;
-      writeFileSync(file, block.code);
-      const [binary, ...args] = isTestFile
-        ? [vitest, 'run', '--config', 'vitest.snippets.config.ts', file]
-        : [tsx, '--conditions=@idem/source', file];
-      const { stderr } = await run(binary!, args, {
-        cwd: packageDir,
-        timeout: SNIPPET_TIMEOUT_MS,
-        env: { ...process.env, NODE_NO_WARNINGS: '1' },
-      });
-      if (!isTestFile) expect(stderr).toBe('');
-    }, SNIPPET_TIMEOUT_MS + 10_000);
+    it(
+      `${block.readme}: ${block.heading} (line ${block.line})`,
+      async () => {
+        // A snippet whose first line is a comment naming a `.test.ts` file is a vitest file.
+        const isTestFile = /^\/\/ \S+\.test\.ts\b/.test(block.code);
+        const file = `${workDir}/snippet-${String(index).padStart(2, '0')}${isTestFile ? '.test' : ''}.ts`;
+        writeFileSync(file, block.code);
+        const [binary, ...args] = isTestFile
+          ? [vitest, 'run', '--config', 'vitest.snippets.config.ts', file]
+          : [tsx, '--conditions=@idem/source', file];
+        const { stderr } = await run(binary!, args, {
+          cwd: packageDir,
+          timeout: SNIPPET_TIMEOUT_MS,
+          env: { ...process.env, NODE_NO_WARNINGS: '1' },
+        });
+        if (!isTestFile) expect(stderr).toBe('');
+      },
+      SNIPPET_TIMEOUT_MS + 10_000,
+    );
   }
 });
