@@ -33,6 +33,11 @@ export interface IdempotencyEvent {
   durationMs: number;
   /** The error behind `released`, `completed` with a stored error, or `lease_lost`. */
   error?: unknown;
+  /**
+   * How the call runs: `'lease'` (this engine) or `'transaction'` (the tRPC middleware's
+   * transaction mode), for metrics by mode.
+   */
+  mode?: 'lease' | 'transaction';
 }
 
 export interface InProgressWait {
@@ -250,7 +255,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
   const emit = (event: IdempotencyEvent) => {
     try {
-      options.onEvent?.(event);
+      options.onEvent?.({ ...event, mode: 'lease' });
     } catch {
       // Observability must never change the outcome of a write.
     }

@@ -161,7 +161,7 @@ export function idempotent(
             engine.settings.inProgress === 'reject'
               ? DEFAULT_LOCK_WAIT_MS
               : engine.settings.inProgress.waitMs,
-          emit,
+          emit: (event) => emit({ ...event, mode: 'transaction' }),
         })
       : undefined;
 
