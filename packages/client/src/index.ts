@@ -14,11 +14,19 @@ export {
   type IdempotencyHeadersInput,
   idempotencyHeaders,
 } from './idempotencyHeaders.js';
+export {
+  INTENT_KEY_PREFIX,
+  type IntentKey,
+  type IntentKeyOptions,
+  type IntentStorage,
+  intentKey,
+} from './intentKey.js';
 export { type IdempotencyLinkOptions, idempotencyLink } from './links/idempotencyLink.js';
 export {
   type AttemptFailure,
   classifyError,
   type IdempotencyStatus,
+  isOutcomeUnknown,
   isTransientError,
 } from './links/internals/classifyError.js';
 export {

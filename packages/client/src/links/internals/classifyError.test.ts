@@ -1,4 +1,4 @@
-import { InvalidKeyError } from '@idem/core';
+import { InvalidKeyError, RetryBudgetExhaustedError } from '@idem/core';
 import {
   createTRPCUntypedClient,
   httpBatchLink,
@@ -7,8 +7,8 @@ import {
 } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { describe, expect, it } from 'vitest';
-import { httpError } from '../../../test/scriptedLink.js';
-import { classifyError, isTransientError } from './classifyError.js';
+import { httpError, networkError } from '../../../test/scriptedLink.js';
+import { classifyError, isOutcomeUnknown, isTransientError } from './classifyError.js';
 
 const URL_BASE = 'http://idem.test/trpc';
 
@@ -20,8 +20,9 @@ function errorBody(code: string, httpStatus: number, extra: Record<string, unkno
 async function errorFromHttpLink(
   fetch: () => Promise<Response>,
   link: 'httpLink' | 'httpBatchLink' = 'httpLink',
+  headers: () => Record<string, string> = () => ({}),
 ): Promise<TRPCClientError<AnyRouter>> {
-  const options = { url: URL_BASE, fetch: async () => fetch() };
+  const options = { url: URL_BASE, fetch: async () => fetch(), headers };
   const client = createTRPCUntypedClient({
     links: [link === 'httpLink' ? httpLink(options) : httpBatchLink(options)],
   });
@@ -142,6 +143,88 @@ describe('classifyError on errors from the real httpLink', () => {
     });
   });
 
+  it('a refused connection through the real fetch is "no response"', async () => {
+    // Port 9 (discard) on loopback: nothing listens there, so the connection is refused.
+    const client = createTRPCUntypedClient({
+      links: [httpLink({ url: 'http://127.0.0.1:9/trpc' })],
+    });
+    const error = await client.query('thing.get').then(
+      () => expect.unreachable(),
+      (thrown: unknown) => thrown,
+    );
+    expect(classifyError(error)).toMatchObject({ outcome: 'no-response', transient: true });
+  });
+
+  it.each([
+    ['Chromium', 'Failed to fetch'],
+    ['Firefox', 'NetworkError when attempting to fetch resource.'],
+    ['Safari', 'Load failed'],
+    ['React Native', 'Network request failed'],
+  ])('fetch’s network error as %s words it is "no response"', async (_runtime, message) => {
+    const error = await errorFromHttpLink(async () => {
+      throw new TypeError(message);
+    });
+    expect(classifyError(error)).toMatchObject({ outcome: 'no-response', transient: true });
+  });
+
+  it.each([
+    'ECONNRESET',
+    'ECONNREFUSED',
+    'ETIMEDOUT',
+    'EPIPE',
+    'EAI_AGAIN',
+    'UND_ERR_SOCKET',
+    'UND_ERR_HEADERS_TIMEOUT',
+  ])('a socket error %s anywhere in the cause chain is "no response"', async (code) => {
+    const socketError = Object.assign(new Error(`connect ${code} 127.0.0.1:80`), { code });
+    const wrapped = await errorFromHttpLink(async () => {
+      throw new Error('custom fetch failed', { cause: socketError });
+    });
+    expect(classifyError(wrapped)).toMatchObject({ outcome: 'no-response', transient: true });
+    const bare = await errorFromHttpLink(async () => {
+      throw socketError;
+    });
+    expect(isTransientError(bare)).toBe(true);
+  });
+
+  it('a TimeoutError (AbortSignal.timeout() in a custom fetch) is "no response"', async () => {
+    const error = await errorFromHttpLink(async () => {
+      throw new DOMException('The operation timed out.', 'TimeoutError');
+    });
+    expect(classifyError(error)).toMatchObject({ outcome: 'no-response', transient: true });
+  });
+
+  it('a TypeError thrown by the app’s own headers callback is a bug, not "no response"', async () => {
+    const error = await errorFromHttpLink(
+      async () => json({ result: { data: 1 } }, 200),
+      'httpLink',
+      () => {
+        const session = undefined as unknown as { token: string };
+        return { authorization: session.token };
+      },
+    );
+    expect(error.cause?.name).toBe('TypeError');
+    expect(classifyError(error)).toMatchObject({ outcome: 'other', transient: false });
+  });
+
+  it('a SyntaxError thrown by the app’s own code is a bug, not "no response"', async () => {
+    const error = await errorFromHttpLink(
+      async () => json({ result: { data: 1 } }, 200),
+      'httpBatchLink',
+      () => JSON.parse('{"authorization": Bearer}') as Record<string, string>,
+    );
+    expect(error.cause?.name).toBe('SyntaxError');
+    expect(classifyError(error)).toMatchObject({ outcome: 'other', transient: false });
+  });
+
+  it('other TypeErrors from fetch (an invalid header value) are not "no response"', async () => {
+    const error = await errorFromHttpLink(() =>
+      fetch('http://127.0.0.1:9/', { headers: { 'x-a': 'b\r\nc' } }),
+    );
+    expect(error.cause?.name).toBe('TypeError');
+    expect(classifyError(error)).toMatchObject({ outcome: 'other', transient: false });
+  });
+
   it('an abort is neither a response nor retryable', async () => {
     const error = await errorFromHttpLink(async () => {
       throw new DOMException('This operation was aborted', 'AbortError');
@@ -250,6 +333,49 @@ describe('classifyError on errors from the real httpLink', () => {
   });
 });
 
+describe('classifyError: a call keyedRetryLink gave up on (budget exhausted)', () => {
+  /** What keyedRetryLink throws when its budget refuses a retry after `last`. */
+  function exhausted(last: TRPCClientError<AnyRouter>) {
+    const cause = new RetryBudgetExhaustedError({ cause: last });
+    return new (last.constructor as typeof TRPCClientError)(cause.message, {
+      cause,
+      result: last.shape ? { id: null, error: last.shape } : null,
+      ...(last.meta ? { meta: last.meta } : {}),
+    });
+  }
+
+  it('looks through RetryBudgetExhaustedError to the failure it wraps: outcome unknown', () => {
+    const afterNoResponse = exhausted(networkError());
+    expect(classifyError(afterNoResponse)).toMatchObject({
+      outcome: 'no-response',
+      transient: true,
+    });
+    expect(isTransientError(afterNoResponse)).toBe(true);
+    expect(isOutcomeUnknown(afterNoResponse)).toBe(true);
+
+    const afterBusy = exhausted(
+      httpError({ status: 409, idempotency: { code: 'REQUEST_IN_PROGRESS', retryAfterMs: 500 } }),
+    );
+    expect(classifyError(afterBusy, 0)).toMatchObject({
+      status: 409,
+      idempotencyStatus: 'in-progress',
+      transient: true,
+    });
+    expect(isOutcomeUnknown(afterBusy)).toBe(true);
+  });
+
+  it('the bare RetryBudgetExhaustedError, as core throws it, too', () => {
+    expect(isOutcomeUnknown(new RetryBudgetExhaustedError({ cause: networkError() }))).toBe(true);
+  });
+
+  it('isOutcomeUnknown is false for a decision of the server or a bug', () => {
+    expect(isOutcomeUnknown(httpError({ status: 422 }))).toBe(false);
+    expect(isOutcomeUnknown(httpError({ status: 402, code: 'PAYMENT_REQUIRED' }))).toBe(false);
+    expect(isOutcomeUnknown(new TypeError('Cannot read properties of undefined'))).toBe(false);
+    expect(isOutcomeUnknown(httpError({ status: 503 }))).toBe(true);
+  });
+});
+
 describe('classifyError: fallbacks', () => {
   it('uses data.code when data.httpStatus is missing, then shape.code', () => {
     expect(classifyError(httpError({ status: 429, omitHttpStatus: true }))).toMatchObject({
@@ -274,6 +400,8 @@ describe('classifyError: fallbacks', () => {
     expect(isTransientError(httpError({ status: 422 }))).toBe(false);
     expect(isTransientError(new TypeError('Failed to fetch'))).toBe(true);
     expect(isTransientError(new Error('boom'))).toBe(false);
+    expect(isTransientError(new TypeError('x is not a function'))).toBe(false);
+    expect(isTransientError(new SyntaxError('Unexpected token'))).toBe(false);
     expect(isTransientError(null)).toBe(false);
     expect(isTransientError('a string')).toBe(false);
   });

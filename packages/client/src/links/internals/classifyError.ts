@@ -93,16 +93,39 @@ const STATUS_BY_JSON_RPC_CODE: Readonly<Record<number, number>> = {
 };
 
 /**
- * Error names that mean "the request may have been sent, but no usable reply came back".
- * `fetch` rejects with a `TypeError` on any network failure (WHATWG Fetch, "network
- * error"); a `SyntaxError` is a reply whose body was not JSON, in practice a proxy's
- * HTML 502/503/504 page, whose status httpLink does not expose; a `TimeoutError` comes
- * from `AbortSignal.timeout()` in a custom `fetch`.
+ * What `fetch` rejects with when the network fails: a `TypeError` (WHATWG Fetch, "network
+ * error") whose message each runtime words its own way. Other `TypeError`s (a bug in a
+ * `headers` callback, an invalid URL or header value) are not network failures.
  */
-const NO_RESPONSE_ERROR_NAMES: ReadonlySet<string> = new Set([
-  'TypeError',
-  'SyntaxError',
-  'TimeoutError',
+const FETCH_NETWORK_ERROR_MESSAGES: ReadonlySet<string> = new Set([
+  'fetch failed', // Node.js (undici), with the socket error as `cause`
+  'Failed to fetch', // Chromium
+  'NetworkError when attempting to fetch resource.', // Firefox
+  'Load failed', // Safari
+  'Network request failed', // React Native, whatwg-fetch
+]);
+
+/**
+ * `error.code`s that mean the request got no reply: Node's socket and DNS errors, and
+ * undici's (the `cause` of Node's `fetch failed`, or thrown by undici's own `fetch`).
+ */
+const NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ENETDOWN',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'EHOSTUNREACH',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
 ]);
 
 /**
@@ -153,6 +176,21 @@ export function classifyError(error: unknown, nowMs: number = Date.now()): Attem
  * `retryOn: ({ error }) => isTransientError(error) || isMyOwnTransientError(error)`.
  */
 export function isTransientError(error: unknown): boolean {
+  return classifyError(error).transient;
+}
+
+/**
+ * Whether a call that failed may still have run, or may run if sent again: it stopped on
+ * a transient failure (see `isTransientError`), including when keyedRetryLink gave up on
+ * one because its retry budget was empty, its `deadlineMs` passed or its `maxAttempts`
+ * were used up. The server may or may not have run it, so this is not "failed": retry
+ * later with the SAME idempotency key (idem runs it at most once and replays the
+ * outcome), or look the outcome up, before telling the user it did not happen.
+ *
+ * `false` when the server answered with a decision (a 4xx such as 400, 402, 404, 422: the
+ * call did not run, or failed for good), or the caller aborted.
+ */
+export function isOutcomeUnknown(error: unknown): boolean {
   return classifyError(error).transient;
 }
 
@@ -224,17 +262,59 @@ function retryAfterOf(
   return parseRetryAfter(headerOf(response, 'retry-after'), nowMs);
 }
 
+/**
+ * Whether the request got no usable reply. httpLink wraps what `fetch` threw
+ * (TRPCClientError → cause), and keyedRetryLink wraps the last failure of a call it gave
+ * up on (TRPCClientError → RetryBudgetExhaustedError → that failure), so this walks the
+ * `cause` chain (a few levels: a chain can be cyclic) and answers for the first level
+ * that is a transport failure:
+ *
+ * - `fetch`'s network error (`TypeError` with the runtime's network-failure message);
+ * - an error whose `code` is a socket, DNS or undici error (`ECONNRESET`, `UND_ERR_SOCKET`…);
+ * - a `TimeoutError`: keyedRetryLink's own `attemptTimeoutMs`, or `AbortSignal.timeout()`
+ *   in a custom `fetch`;
+ * - a `SyntaxError` thrown by the runtime while parsing a reply's body, in practice a
+ *   proxy's HTML 502/503/504 page, whose status httpLink does not expose.
+ *
+ * Anything else (a `TypeError` or `SyntaxError` thrown by the app's own code, say a bug in
+ * a `headers` callback) is not a transport failure and is never retried by default.
+ */
 function isNoResponseError(error: unknown): boolean {
-  // httpLink wraps the fetch failure: TRPCClientError → cause TypeError. Walk a few levels
-  // of `cause` (not unbounded: a cause chain can be cyclic).
   let current: unknown = error;
-  for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
+  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
     const name = field(current, 'name');
-    if (typeof name === 'string' && NO_RESPONSE_ERROR_NAMES.has(name)) return true;
-    if (name !== 'TRPCClientError') return false;
+    const code = field(current, 'code');
+    if (name === 'TimeoutError') return true;
+    if (
+      name === 'TypeError' &&
+      FETCH_NETWORK_ERROR_MESSAGES.has(String(field(current, 'message')))
+    ) {
+      return true;
+    }
+    if (typeof code === 'string' && NETWORK_ERROR_CODES.has(code)) return true;
+    if (name === 'SyntaxError') return !isThrownByScript(field(current, 'stack'));
     current = field(current, 'cause');
   }
   return false;
+}
+
+/**
+ * Whether an error's stack shows script code (the app's, a library's) calling the
+ * function that threw, rather than the runtime. `Response.json()` parses inside the
+ * runtime: on Node the frame below `JSON.parse` is `node:internal/…` (undici), in browsers
+ * there is none; an app's `JSON.parse(…)` has its own file below it.
+ */
+function isThrownByScript(stack: unknown): boolean {
+  if (typeof stack !== 'string') return false;
+  const lines = stack.split('\n');
+  // V8 frames read "    at fn (location)"; SpiderMonkey's and JavaScriptCore's "fn@location".
+  const v8Frames = lines.filter((line) => /^\s+at /.test(line));
+  const frames = v8Frames.length > 0 ? v8Frames : lines.filter((line) => line.includes('@'));
+  const caller = frames.find(
+    (line) => !/<anonymous>|\[native code\]|^\s*at (async )?JSON\.parse/.test(line),
+  );
+  if (caller === undefined) return false;
+  return !/[(\s@]node:/.test(caller);
 }
 
 function headerOf(response: Record<string, unknown> | undefined, name: string): string | null {
