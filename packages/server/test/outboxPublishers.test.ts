@@ -62,4 +62,61 @@ describe('inProcessPublisher', () => {
       /no handler/,
     );
   });
+
+  it('publishBatch: a batch handler gets its topic’s events at once; each event gets its own result', async () => {
+    const withId = (id: number, topic: string, payload: unknown): OutboxMessage => ({
+      ...message(topic, payload),
+      id: `00000000-0000-4000-8000-${String(id).padStart(12, '0')}`,
+    });
+    const batches: number[][] = [];
+    const publisher = inProcessPublisher(
+      {
+        'test.numbered': {
+          batch: async (numbered) => {
+            expectTypeOf(numbered[0]?.payload.n).toEqualTypeOf<number | undefined>();
+            batches.push(numbered.map((event) => event.payload.n));
+            return numbered.map((event) =>
+              event.payload.poison
+                ? { id: event.id, status: 'failed', error: new Error(`poison ${event.payload.n}`) }
+                : { id: event.id, status: 'processed' },
+            );
+          },
+        },
+        'order.shipped': () => {
+          throw new Error('shipping down');
+        },
+      },
+      { events },
+    );
+    const results = await publisher.publishBatch?.([
+      withId(1, 'test.numbered', { n: 1 }),
+      withId(2, 'order.shipped', { orderId: 'o', carrier: 'dhl' }),
+      withId(3, 'test.numbered', { n: 'not a number' }),
+      withId(4, 'test.numbered', { n: 4, poison: true }),
+      withId(5, 'nope', {}),
+      withId(6, 'test.numbered', { n: 6 }),
+    ]);
+    expect(batches).toEqual([[1, 4, 6]]);
+    expect(results?.map((result) => result.ok)).toEqual([true, false, false, false, false, true]);
+    const errorOf = (index: number) => {
+      const result = results?.[index];
+      return result && !result.ok ? result.error : undefined;
+    };
+    expect(errorOf(1)).toEqual(new Error('shipping down'));
+    expect(isInvalidEventError(errorOf(2))).toBe(true);
+    expect(errorOf(3)).toEqual(new Error('poison 4'));
+    expect(String(errorOf(4))).toMatch(/no handler for topic "nope"/);
+
+    // One event through publish() goes to the batch handler alone; a throw fails it.
+    await publisher.publish(withId(7, 'test.numbered', { n: 7 }));
+    expect(batches.at(-1)).toEqual([7]);
+    await expect(
+      publisher.publish(withId(8, 'test.numbered', { n: 8, poison: true })),
+    ).rejects.toThrow('poison 8');
+    // A batch handler that answers for only some events fails the others, by name.
+    const partial = inProcessPublisher({ 'order.placed': { batch: async () => [] } });
+    await expect(partial.publish(message('order.placed', {}))).rejects.toThrow(
+      /no result for event/,
+    );
+  });
 });

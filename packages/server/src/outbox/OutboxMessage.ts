@@ -14,6 +14,9 @@ export interface OutboxMessage<TPayload = unknown, TTopic extends string = strin
   createdAt: Date;
 }
 
+/** What became of one message of `publishBatch`. */
+export type PublishResult = { ok: true } | { ok: false; error: unknown };
+
 /** Where a relay sends events: a broker client, or handlers in the same process. */
 export interface Publisher {
   /**
@@ -21,6 +24,14 @@ export interface Publisher {
    * a handler that finished). A relay may send the same event more than once.
    */
   publish(message: OutboxMessage): Promise<void>;
+  /**
+   * Sends a relay's whole batch at once and says, per message and in the same order,
+   * whether the destination has it; one message failing must not fail the others. A
+   * publisher that can do better than one `publish` per message (a consumer that commits
+   * many events in one transaction) implements it; a rejection fails the whole batch.
+   * @default every message through `publish`, concurrently
+   */
+  publishBatch?(messages: readonly OutboxMessage[]): Promise<PublishResult[]>;
   /**
    * True for an error that says the destination is unreachable (connection lost, timeout)
    * rather than that this event cannot be published. The relay then pauses and retries

@@ -3,6 +3,7 @@
 export {
   type DefineEventsOptions,
   defineEvents,
+  type EnqueueEvent,
   type EventDefinitions,
   type EventInput,
   type EventSchemas,
@@ -15,14 +16,18 @@ export {
   isInvalidEventError,
 } from './errors/InvalidEventError.js';
 export {
+  type BatchHandler,
+  type BatchItemResult,
   type ConsumerEvent,
   type HandleResult,
   type IdempotentConsumer,
   type IdempotentConsumerOptions,
   idempotentConsumer,
 } from './inbox/idempotentConsumer.js';
-export type { OutboxMessage, Publisher } from './OutboxMessage.js';
+export type { OutboxMessage, Publisher, PublishResult } from './OutboxMessage.js';
 export {
+  type InProcessBatchHandler,
+  type InProcessBatchResult,
   type InProcessHandlers,
   type InProcessPublisherOptions,
   inProcessPublisher,

@@ -6,6 +6,9 @@ export type { TransactionOf };
 
 import { sqlLater, sqlNow } from '../internal/sqlNow.js';
 import { inboxEvents as inbox } from '../schema.js';
+import { type BatchHandler, type BatchItemResult, handleInboxBatch } from './handleBatch.js';
+
+export type { BatchHandler, BatchItemResult };
 
 export interface IdempotentConsumerOptions<TDb extends PgDatabaseLike> {
   /** The consumer's database, holding `idem_inbox` (run `migrate(db)` first). */
@@ -32,7 +35,8 @@ export interface IdempotentConsumerOptions<TDb extends PgDatabaseLike> {
    */
   clock?: Clock;
   /**
-   * Called after every `handle` (processed, duplicate or failed); exceptions are swallowed.
+   * Called after every `handle`, and per event after every `handleBatch` (processed,
+   * duplicate or failed); exceptions are swallowed.
    * @default no reporting
    */
   onEvent?: (event: ConsumerEvent) => void;
@@ -46,6 +50,8 @@ export interface ConsumerEvent {
   durationMs: number;
   /** Why the handler failed (its transaction was rolled back). */
   error?: unknown;
+  /** From `handleBatch`: how many events the batch had (`durationMs` is the batch's). */
+  batchSize?: number;
 }
 
 /** `processed`: the handler ran and committed. `duplicate`: it ran before; skipped. */
@@ -65,6 +71,18 @@ export interface IdempotentConsumer<TDb extends PgDatabaseLike = PgDatabaseLike>
     event: { id: string },
     handler: (tx: TransactionOf<TDb>) => Promise<T>,
   ): Promise<HandleResult<T>>;
+  /**
+   * Runs `handler` once for the events of `events` not handled before, in ONE transaction
+   * with their inbox rows (inserted by one statement; copies already handled are filtered
+   * out before the handler sees them). If the handler fails, the batch is split and retried
+   * in smaller transactions down to single events, so a poison event fails alone and its
+   * neighbours commit. Never rejects for a handler's error: it resolves with one result
+   * per event, in order, and each failed event is for the caller to redeliver.
+   */
+  handleBatch<TEvent extends { id: string }>(
+    events: readonly TEvent[],
+    handler: BatchHandler<TDb, TEvent>,
+  ): Promise<BatchItemResult[]>;
   /** Deletes up to `limit` of this consumer's inbox rows older than `retentionMs`. */
   cleanup(options?: { limit?: number }): Promise<number>;
 }
@@ -149,6 +167,34 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
         emit({ type: 'failed', consumer: name, eventId, durationMs: took(), error });
         throw error;
       }
+    },
+
+    async handleBatch(events, handler) {
+      if (!Array.isArray(events)) {
+        throw new TypeError(`idempotentConsumer "${name}": handleBatch(events) needs an array.`);
+      }
+      for (const event of events) {
+        if (typeof event?.id !== 'string' || event.id.length === 0) {
+          throw new TypeError(
+            `idempotentConsumer "${name}": every event of handleBatch(events) needs its id (a non-empty string).`,
+          );
+        }
+      }
+      if (events.length === 0) return [];
+      const startedAt = tick();
+      const results = await handleInboxBatch({ db, name, clock, handler }, events);
+      const durationMs = tick() - startedAt;
+      for (const result of results) {
+        emit({
+          type: result.status,
+          consumer: name,
+          eventId: result.id,
+          durationMs,
+          batchSize: events.length,
+          ...(result.status === 'failed' ? { error: result.error } : {}),
+        });
+      }
+      return results;
     },
 
     async cleanup({ limit = 1_000 } = {}) {

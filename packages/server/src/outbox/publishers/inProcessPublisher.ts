@@ -1,12 +1,40 @@
 import type { output } from 'zod/v4/core';
 import type { EventDefinitions, EventSchemas, TopicOf } from '../defineEvents.js';
-import type { OutboxMessage, Publisher } from '../OutboxMessage.js';
+import type { OutboxMessage, Publisher, PublishResult } from '../OutboxMessage.js';
 
-/** A handler per topic; it gets the event with its payload typed by the topic's schema. */
+type TopicMessage<TSchemas extends EventSchemas, TTopic extends TopicOf<TSchemas>> = OutboxMessage<
+  output<TSchemas[TTopic]>,
+  TTopic
+>;
+
+/**
+ * What a batch handler says about each event it was given: `failed` ones (with `error`)
+ * are retried by the relay one by one; any other status counts as delivered.
+ * `idempotentConsumer(…).handleBatch` returns exactly this.
+ */
+export interface InProcessBatchResult {
+  id: string;
+  status: string;
+  error?: unknown;
+}
+
+/**
+ * A topic's handler for whole batches: it gets every event of the relay's batch with its
+ * topic at once (so one consumer transaction can take them all), and returns a result per
+ * event, or nothing when all were handled; a throw fails them all.
+ */
+export interface InProcessBatchHandler<TEvent> {
+  batch: (events: TEvent[]) => Promise<readonly InProcessBatchResult[] | undefined | void>;
+}
+
+/**
+ * A handler per topic; it gets the event with its payload typed by the topic's schema. A
+ * topic may instead have `{ batch: (events) => … }`, which gets the relay's batch at once.
+ */
 export type InProcessHandlers<TSchemas extends EventSchemas> = {
-  [TTopic in TopicOf<TSchemas>]?: (
-    event: OutboxMessage<output<TSchemas[TTopic]>, TTopic>,
-  ) => Promise<unknown> | unknown;
+  [TTopic in TopicOf<TSchemas>]?:
+    | ((event: TopicMessage<TSchemas, TTopic>) => Promise<unknown> | unknown)
+    | InProcessBatchHandler<TopicMessage<TSchemas, TTopic>>;
 };
 
 export interface InProcessPublisherOptions<TSchemas extends EventSchemas> {
@@ -25,40 +53,143 @@ export interface InProcessPublisherOptions<TSchemas extends EventSchemas> {
   ignoreUnknownTopics?: boolean;
 }
 
+type AnyHandler =
+  | ((event: OutboxMessage) => Promise<unknown> | unknown)
+  | InProcessBatchHandler<OutboxMessage>;
+
 /**
  * The embedded publisher: "publishing" runs the topic's handler in this process, and the
  * event counts as published when the handler resolves. A handler that throws makes the
  * relay retry with backoff, so handlers must be idempotent: wrap their writes in
- * `idempotentConsumer(…).handle(event, tx => …)`.
+ * `idempotentConsumer(…).handle(event, tx => …)`, or, for a batch handler,
+ * `handleBatch(events, (fresh, tx) => …)`.
  *
  * @example
  * const billing = idempotentConsumer({ db, name: 'billing' });
  * const publisher = inProcessPublisher({
- *   'order.placed': (event) => billing.handle(event, (tx) => createInvoice(tx, event.payload)),
+ *   'order.placed': { batch: (placed) => billing.handleBatch(placed, (fresh, tx) => createInvoices(tx, fresh)) },
  * }, { events });
  */
 export function inProcessPublisher<TSchemas extends EventSchemas = EventSchemas>(
   handlers: NoInfer<InProcessHandlers<TSchemas>>,
   options: InProcessPublisherOptions<TSchemas> = {},
 ): Publisher {
+  const handlerOf = (topic: string): AnyHandler | undefined =>
+    Object.hasOwn(handlers, topic)
+      ? (handlers[topic as TopicOf<TSchemas>] as AnyHandler | undefined)
+      : undefined;
+
+  const noHandler = (message: OutboxMessage) =>
+    new Error(
+      `inProcessPublisher: no handler for topic "${message.topic}" (event ${message.id}). ` +
+        'Add one, or pass { ignoreUnknownTopics: true } to drop such events.',
+    );
+
+  const parsed = async (message: OutboxMessage): Promise<OutboxMessage> => {
+    if (!options.events) return message;
+    const topic = message.topic as TopicOf<TSchemas>;
+    return { ...message, payload: await options.events.parse(topic, message.payload) };
+  };
+
+  /** Runs one topic's batch handler; results by position in `messages`. */
+  const runBatch = async (
+    handler: InProcessBatchHandler<OutboxMessage>,
+    messages: readonly OutboxMessage[],
+  ): Promise<PublishResult[]> => {
+    const results: PublishResult[] = messages.map(() => ({ ok: true }));
+    const ready: OutboxMessage[] = [];
+    const positions: number[] = [];
+    await Promise.all(
+      messages.map(async (message, index) => {
+        try {
+          ready[index] = await parsed(message);
+        } catch (error) {
+          results[index] = { ok: false, error };
+        }
+      }),
+    );
+    const batch = messages.flatMap((_, index) => {
+      const event = ready[index];
+      if (!event) return [];
+      positions.push(index);
+      return [event];
+    });
+    if (batch.length === 0) return results;
+    let reported: readonly InProcessBatchResult[] | undefined | void;
+    try {
+      reported = await handler.batch(batch);
+    } catch (error) {
+      for (const index of positions) results[index] = { ok: false, error };
+      return results;
+    }
+    if (!reported) return results;
+    const byId = new Map(reported.map((result) => [result.id, result]));
+    for (const index of positions) {
+      const message = messages[index] as OutboxMessage;
+      const result = byId.get(message.id);
+      if (!result) {
+        results[index] = {
+          ok: false,
+          error: new Error(
+            `inProcessPublisher: the batch handler of "${message.topic}" returned no result for event ${message.id}.`,
+          ),
+        };
+      } else if (result.status === 'failed') {
+        results[index] = { ok: false, error: result.error };
+      }
+    }
+    return results;
+  };
+
+  const publishBatch = async (messages: readonly OutboxMessage[]): Promise<PublishResult[]> => {
+    const results: PublishResult[] = messages.map(() => ({ ok: true }));
+    const byTopic = new Map<string, number[]>();
+    messages.forEach((message, index) => {
+      const positions = byTopic.get(message.topic) ?? [];
+      positions.push(index);
+      byTopic.set(message.topic, positions);
+    });
+    await Promise.all(
+      [...byTopic].map(async ([topic, positions]) => {
+        const handler = handlerOf(topic);
+        if (!handler) {
+          for (const index of positions) {
+            const message = messages[index] as OutboxMessage;
+            results[index] = options.ignoreUnknownTopics
+              ? { ok: true }
+              : { ok: false, error: noHandler(message) };
+          }
+          return;
+        }
+        if (typeof handler !== 'function') {
+          const outcome = await runBatch(
+            handler,
+            positions.map((index) => messages[index] as OutboxMessage),
+          );
+          positions.forEach((index, at) => {
+            results[index] = outcome[at] as PublishResult;
+          });
+          return;
+        }
+        await Promise.all(
+          positions.map(async (index) => {
+            try {
+              await handler(await parsed(messages[index] as OutboxMessage));
+            } catch (error) {
+              results[index] = { ok: false, error };
+            }
+          }),
+        );
+      }),
+    );
+    return results;
+  };
+
   return {
     async publish(message) {
-      const topic = message.topic as TopicOf<TSchemas>;
-      const handler = Object.hasOwn(handlers, topic) ? handlers[topic] : undefined;
-      if (!handler) {
-        if (options.ignoreUnknownTopics) return;
-        throw new Error(
-          `inProcessPublisher: no handler for topic "${message.topic}" (event ${message.id}). ` +
-            'Add one, or pass { ignoreUnknownTopics: true } to drop such events.',
-        );
-      }
-      const payload = options.events
-        ? await options.events.parse(topic, message.payload)
-        : message.payload;
-      await handler({ ...message, topic, payload } as OutboxMessage<
-        output<TSchemas[typeof topic]>,
-        typeof topic
-      >);
+      const [result] = await publishBatch([message]);
+      if (result && !result.ok) throw result.error;
     },
+    publishBatch,
   };
 }

@@ -109,7 +109,7 @@ export function createRelay(options: RelayOptions): Relay {
     };
     if (claimed.length === 0) return round;
 
-    const attempts = await Promise.all(claimed.map((event) => publishClaimed(event, policy)));
+    const attempts = await publishClaimed(claimed, policy);
     const settled = await settleBatch(
       db,
       token,

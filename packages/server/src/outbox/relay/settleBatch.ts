@@ -29,13 +29,15 @@ export async function settleBatch(
 ): Promise<Set<string>> {
   if (settlements.length === 0) return new Set();
   const now = sqlNow(clock);
-  const values = sql.join(
-    settlements.map((settlement) => {
-      const error = settlement.outcome === 'sent' ? null : settlement.error;
-      const delayMs = settlement.outcome === 'retry' ? settlement.delayMs : 0;
-      return sql`(${settlement.id}::uuid, ${settlement.outcome}::text, ${error}::text, ${delayMs}::float8)`;
-    }),
-    sql`, `,
+  // One JSON parameter for the whole batch: the statement's text is the same for every
+  // batch size, so there is nothing to build per event and one value to send.
+  const values = JSON.stringify(
+    settlements.map((settlement) => ({
+      id: settlement.id,
+      outcome: settlement.outcome,
+      error: settlement.outcome === 'sent' ? null : settlement.error,
+      delay_ms: settlement.outcome === 'retry' ? settlement.delayMs : 0,
+    })),
   );
   const rows = await executeRows<{ id: string }>(
     db,
@@ -49,7 +51,7 @@ export async function settleBatch(
           else ${outbox.availableAt} end,
         locked_until = null,
         locked_by = null
-      from (values ${values}) as v(id, outcome, error, delay_ms)
+      from jsonb_to_recordset(${values}::jsonb) as v(id uuid, outcome text, error text, delay_ms float8)
       where ${outbox.id} = v.id and ${outbox.lockedBy} = ${token}
       returning ${outbox.id}::text as id`,
   );
