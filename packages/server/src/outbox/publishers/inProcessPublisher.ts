@@ -24,6 +24,7 @@ export interface InProcessBatchResult {
  * event, or nothing when all were handled; a throw fails them all.
  */
 export interface InProcessBatchHandler<TEvent> {
+  // biome-ignore lint/suspicious/noConfusingVoidType: an async handler that returns nothing says "all handled".
   batch: (events: TEvent[]) => Promise<readonly InProcessBatchResult[] | undefined | void>;
 }
 
@@ -115,7 +116,7 @@ export function inProcessPublisher<TSchemas extends EventSchemas = EventSchemas>
       return [event];
     });
     if (batch.length === 0) return results;
-    let reported: readonly InProcessBatchResult[] | undefined | void;
+    let reported: Awaited<ReturnType<typeof handler.batch>>;
     try {
       reported = await handler.batch(batch);
     } catch (error) {
