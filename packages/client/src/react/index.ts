@@ -1,1 +1,5 @@
-export { type IdempotencyKeyState, useIdempotencyKey } from './useIdempotencyKey.js';
+export {
+  type IdempotencyKeyState,
+  type IntentKeyState,
+  useIdempotencyKey,
+} from './useIdempotencyKey.js';

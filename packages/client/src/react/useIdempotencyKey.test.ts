@@ -10,7 +10,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { idempotencyLink } from '../links/idempotencyLink.js';
 import { isTransientError } from '../links/internals/classifyError.js';
 import { keyedRetryLink } from '../links/keyedRetryLink.js';
-import { type IdempotencyKeyState, useIdempotencyKey } from './useIdempotencyKey.js';
+import {
+  type IdempotencyKeyState,
+  type IntentKeyState,
+  useIdempotencyKey,
+} from './useIdempotencyKey.js';
 
 declare global {
   var IS_REACT_ACT_ENVIRONMENT: boolean | undefined;
@@ -83,6 +87,51 @@ describe('useIdempotencyKey', () => {
     expect(seen).toHaveLength(3);
     expect(seen[2]?.key).not.toBe(seen[0]?.key);
     expect(seen[2]?.key).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+function IntentProbe({ intent, seen }: { intent: string; seen: IntentKeyState[] }) {
+  seen.push(useIdempotencyKey({ intent, storage: 'session' }));
+  return createElement('span', null, intent);
+}
+
+describe('useIdempotencyKey({ intent })', () => {
+  afterEach(() => sessionStorage.clear());
+
+  it('a remount (a reload, Back) gets the same key; reset() settles it everywhere', () => {
+    const before: IntentKeyState[] = [];
+    render(createElement(IntentProbe, { intent: 'cart:1', seen: before }));
+    const key = before.at(-1)?.key;
+    expect(key).toMatch(/^[0-9a-f-]{36}$/);
+    act(() => root.unmount());
+
+    // The page again, after a reload: a new root, the same storage.
+    root = createRoot(container);
+    const after: IntentKeyState[] = [];
+    render(createElement(IntentProbe, { intent: 'cart:1', seen: after }));
+    expect(after.at(-1)?.key).toBe(key);
+
+    // A second component on the same intent, then the intent settles in the first.
+    const otherRoot = createRoot(document.createElement('div'));
+    const other: IntentKeyState[] = [];
+    act(() => otherRoot.render(createElement(IntentProbe, { intent: 'cart:1', seen: other })));
+    expect(other.at(-1)?.key).toBe(key);
+    act(() => after.at(-1)?.reset());
+    const renewed = after.at(-1)?.key;
+    expect(renewed).toMatch(/^[0-9a-f-]{36}$/);
+    expect(renewed).not.toBe(key);
+    expect(other.at(-1)?.key).toBe(renewed);
+    act(() => otherRoot.unmount());
+  });
+
+  it('another intent (another cart) has another key', () => {
+    const seen: IntentKeyState[] = [];
+    render(createElement(IntentProbe, { intent: 'cart:1', seen }));
+    const first = seen.at(-1)?.key;
+    render(createElement(IntentProbe, { intent: 'cart:2', seen }));
+    expect(seen.at(-1)?.key).not.toBe(first);
+    render(createElement(IntentProbe, { intent: 'cart:1', seen }));
+    expect(seen.at(-1)?.key).toBe(first);
   });
 });
 
