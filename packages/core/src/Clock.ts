@@ -2,20 +2,29 @@
 export type TimerHandle = unknown;
 
 /**
- * Injectable time. The engine reads `now()` for durations and events and schedules
- * heartbeats and in-progress polling with `setTimeout`, so tests drive time with a
+ * Injectable time. The engine schedules heartbeats and in-progress polling with
+ * `setTimeout` and measures everything it judges by itself (the lease it has left, when to
+ * renew, how long to wait, durations) with `monotonicNow()`, so tests drive time with a
  * `manualClock` and never sleep.
  */
 export interface Clock {
-  /** Milliseconds since the Unix epoch. */
+  /** Wall-clock time, milliseconds since the Unix epoch. It may jump, even backwards (NTP). */
   now(): number;
+  /**
+   * Milliseconds from an arbitrary origin on a clock that never jumps and never goes back.
+   * A holder judges its own lease with it: the wall clock stepping back an hour must not
+   * keep a holder that lost its key believing it still holds it.
+   */
+  monotonicNow(): number;
+  /** Calls `callback` once `delayMs` have passed on the monotonic clock. */
   setTimeout(callback: () => void, delayMs: number): TimerHandle;
   clearTimeout(handle: TimerHandle): void;
 }
 
-/** The real clock: `Date.now()` and the global timers. */
+/** The real clock: `Date.now()`, `performance.now()` and the global timers. */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonicNow: () => performance.now(),
   setTimeout: (callback, delayMs) => {
     const handle = globalThis.setTimeout(callback, delayMs);
     // A pending heartbeat must never keep a Node process alive on its own.

@@ -1,14 +1,29 @@
 import { type Clock, systemClock } from './Clock.js';
 import { deriveKey } from './deriveKey.js';
-import { type ErrorPolicy, type ErrorPolicyOption, resolveErrorPolicy } from './errorPolicy.js';
+import {
+  basicStoredError,
+  type ErrorPolicy,
+  type ErrorPolicyOption,
+  resolveErrorPolicy,
+} from './errorPolicy.js';
 import { ConfigurationError } from './errors/ConfigurationError.js';
 import { KeyMismatchError } from './errors/KeyMismatchError.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
 import { RequestInProgressError } from './errors/RequestInProgressError.js';
+import {
+  isUnserializableValueError,
+  UnserializableValueError,
+} from './errors/UnserializableValueError.js';
 import { fingerprint as fingerprintOf } from './fingerprint.js';
 import type { ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
 import { startLease } from './lease.js';
-import { type IdempotencyRecord, type JsonValue, type LeaseToken, leaseTokenOf } from './record.js';
+import {
+  type IdempotencyRecord,
+  type JsonValue,
+  type LeaseToken,
+  leaseTokenOf,
+  type StoredError,
+} from './record.js';
 import { type Serializer, taggedJsonSerializer } from './serializer.js';
 import { validateKey } from './validateKey.js';
 
@@ -29,10 +44,18 @@ export interface IdempotencyEvent {
   key: string;
   /** The fencing version involved, when there is one. */
   version?: number;
-  /** Time since `execute` was called, by the engine's clock. */
+  /** Time since `execute` was called, by the engine's monotonic clock. */
   durationMs: number;
   /** The error behind `released`, `completed` with a stored error, or `lease_lost`. */
   error?: unknown;
+  /**
+   * On `completed`: why the outcome could not be stored as it was (the serializer's error,
+   * e.g. an `UnserializableValueError` with its `path`). Either the result of the procedure
+   * or of a recovery point was refused, and the `UnserializableValueError` in `error` was
+   * stored as the key's outcome instead; or the data of a stored error was left out.
+   * Always a bug to fix in the procedure.
+   */
+  unstorable?: unknown;
   /**
    * How the call runs: `'lease'` (this engine) or `'transaction'` (the tRPC middleware's
    * transaction mode), for metrics by mode.
@@ -101,8 +124,8 @@ export interface IdempotencyOptions {
    */
   inProgress?: 'reject' | InProgressWait;
   /**
-   * The engine's clock, for heartbeats, waiting and durations. Leases themselves are judged
-   * by the store's clock.
+   * The engine's clock: its monotonic time paces heartbeats, bounds waits and tells a
+   * holder how much of its lease is left. Takeovers are judged by the store's clock.
    * @default systemClock
    */
   clock?: Clock;
@@ -271,7 +294,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const deadline =
       settings.inProgress === 'reject' ? startedAt : startedAt + settings.inProgress.waitMs;
     for (;;) {
-      const sentAt = clock.now();
+      const sentAt = clock.monotonicNow();
       const result = await store.claim({
         scope: request.scope,
         key: request.key,
@@ -282,7 +305,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       if (result.status !== 'in_progress' || settings.inProgress === 'reject') {
         return { ...result, sentAt };
       }
-      const left = deadline - clock.now();
+      const left = deadline - clock.monotonicNow();
       if (left <= 0) return { ...result, sentAt };
       await sleep(Math.min(left, settings.inProgress.pollMs, Math.max(1, result.retryAfterMs)));
     }
@@ -304,6 +327,74 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     throw error;
   }
 
+  type Base = { scope: string; key: string; version: number };
+
+  /**
+   * The stored form of a failure, by the error policy. What the serializer refuses (data
+   * with a cycle or a function) is left out rather than failing the store: the error must
+   * settle the key, or the key stays locked and then runs again. A policy that throws
+   * anyway gets name, message and code stored.
+   */
+  function storedErrorOf(error: unknown): { stored: StoredError; refused: unknown } {
+    let refused: unknown;
+    const watched: Serializer = {
+      serialize(value) {
+        try {
+          return serializer.serialize(value);
+        } catch (failure) {
+          refused ??= failure;
+          throw failure;
+        }
+      },
+      deserialize: (json) => serializer.deserialize(json),
+    };
+    let stored: StoredError;
+    try {
+      stored = errorPolicy.toStored(error, watched);
+    } catch (failure) {
+      refused ??= failure;
+      stored = basicStoredError(error);
+    }
+    return { stored, refused };
+  }
+
+  /** Settles the key with `error` as its outcome, replayed to every retry. Fenced. */
+  async function completeWithError(
+    token: LeaseToken,
+    error: unknown,
+    base: Base,
+    durationMs: () => number,
+    unstorable?: unknown,
+  ) {
+    const { stored, refused } = storedErrorOf(error);
+    await completeOrLose(token, { kind: 'error', error: stored }, base, durationMs);
+    const event: IdempotencyEvent = { type: 'completed', ...base, durationMs: durationMs(), error };
+    if (unstorable !== undefined || refused !== undefined) event.unstorable = unstorable ?? refused;
+    emit(event);
+  }
+
+  /**
+   * Work that ran but whose result the serializer refuses. Releasing the key would run the
+   * side effects again on the retry, so the key is settled with this error instead.
+   */
+  async function settleUnstorable(
+    token: LeaseToken,
+    subject: string,
+    cause: unknown,
+    base: Base,
+    durationMs: () => number,
+  ): Promise<UnserializableValueError> {
+    const error = new UnserializableValueError(
+      isUnserializableValueError(cause) ? cause.path : '',
+      `${subject} ran, but its result could not be stored, so this error is the outcome of ` +
+        `key "${base.key}": a retry with the same key gets it again and runs nothing. ` +
+        `${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+    await completeWithError(token, error, base, durationMs, cause);
+    return error;
+  }
+
   async function run<T>(
     claim: Extract<ClaimResult, { status: 'claimed' }> & { sentAt: number },
     handler: (context: HandlerContext) => Promise<T> | T,
@@ -312,6 +403,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const { record } = claim;
     const token = leaseTokenOf(record);
     const steps: Record<string, JsonValue> = { ...record.steps };
+    const base: Base = { scope: record.scope, key: record.key, version: record.version };
     const lease = startLease({
       store,
       token,
@@ -320,6 +412,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       clock,
       claimedAt: claim.sentAt,
     });
+    // Set once a recovery point settled the key (its result could not be stored): from then
+    // on the key's outcome is this error, whatever the handler does after catching it.
+    let settled: { error: unknown } | undefined;
 
     const context: HandlerContext = {
       key: record.key,
@@ -330,36 +425,50 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       takeover: claim.takeover,
       deriveKey: (suffix) => deriveKey(record.scope, record.key, suffix),
       async step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {
+        if (settled) throw settled.error;
         if (Object.hasOwn(steps, name)) return serializer.deserialize(steps[name]!) as S;
         // A holder that was paused past its lease must not start new side effects: another
         // attempt may already own the key.
         lease.assertHeld();
         const value = await fn();
-        const json = serializer.serialize(value);
+        let json: JsonValue;
+        try {
+          json = serializer.serialize(value);
+        } catch (cause) {
+          lease.stop();
+          try {
+            settled = {
+              error: await settleUnstorable(
+                token,
+                `The recovery point "${name}"`,
+                cause,
+                base,
+                durationMs,
+              ),
+            };
+          } catch (error) {
+            settled = { error };
+          }
+          throw settled.error;
+        }
         await store.saveStep(token, name, json);
         steps[name] = json;
         return value;
       },
     };
 
-    const base = { scope: record.scope, key: record.key, version: record.version };
     let value: T;
     try {
       value = await handler(context);
     } catch (error) {
       lease.stop();
+      if (settled) throw settled.error;
       if (isLeaseLostError(error)) {
         emit({ type: 'lease_lost', ...base, durationMs: durationMs(), error });
         throw error;
       }
       if (errorPolicy.classify(error) === 'store') {
-        await completeOrLose(
-          token,
-          { kind: 'error', error: errorPolicy.toStored(error, serializer) },
-          base,
-          durationMs,
-        );
-        emit({ type: 'completed', ...base, durationMs: durationMs(), error });
+        await completeWithError(token, error, base, durationMs);
       } else {
         try {
           await store.release(token);
@@ -372,12 +481,12 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       throw error;
     }
     lease.stop();
+    if (settled) throw settled.error;
     let json: JsonValue;
     try {
       json = serializer.serialize(value);
-    } catch (error) {
-      await store.release(token).catch(() => undefined);
-      throw error;
+    } catch (cause) {
+      throw await settleUnstorable(token, 'The procedure', cause, base, durationMs);
     }
     await completeOrLose(token, { kind: 'success', value: json }, base, durationMs);
     emit({ type: 'completed', ...base, durationMs: durationMs() });
@@ -387,7 +496,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   async function completeOrLose(
     token: LeaseToken,
     outcome: Parameters<IdempotencyStore['complete']>[1],
-    base: { scope: string; key: string; version: number },
+    base: Base,
     durationMs: () => number,
   ) {
     try {
@@ -405,8 +514,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       request: ExecuteRequest,
       handler: (context: HandlerContext) => Promise<T> | T,
     ): Promise<ExecuteResult<T>> {
-      const startedAt = clock.now();
-      const durationMs = () => clock.now() - startedAt;
+      const startedAt = clock.monotonicNow();
+      const durationMs = () => clock.monotonicNow() - startedAt;
       if (typeof request.scope !== 'string' || request.scope.length === 0) {
         throw new ConfigurationError(
           'execute() needs a non-empty `scope` naming who is asking and for what (e.g. "user:42/orders.create").',

@@ -1,5 +1,5 @@
-import type { JsonValue, StoredError } from './record.js';
-import type { Serializer } from './serializer.js';
+import type { StoredError } from './record.js';
+import { MAX_NESTING, type Serializer } from './serializer.js';
 
 /** What happens to a failed attempt's key. */
 export type ErrorDecision =
@@ -77,20 +77,21 @@ export const defaultErrorPolicy: ErrorPolicy = {
   },
 
   toStored(error, serializer) {
-    const fields = (typeof error === 'object' && error !== null ? error : {}) as Record<
-      string,
-      unknown
-    >;
-    const stored: StoredError = {
-      name: typeof fields.name === 'string' ? fields.name : 'Error',
-      message: typeof fields.message === 'string' ? fields.message : String(error),
-    };
-    if (typeof fields.code === 'string') stored.code = fields.code;
+    const stored = basicStoredError(error);
+    const fields = fieldsOf(error);
     const status = statusOf(fields);
     const details: Record<string, unknown> = {};
     if (status !== undefined) details.status = status;
-    if (fields.data !== undefined) details.data = fields.data;
-    if (Object.keys(details).length > 0) stored.data = serializer.serialize(details) as JsonValue;
+    if (fields.data !== undefined) {
+      try {
+        stored.data = serializer.serialize({ ...details, data: withoutStacks(fields.data) });
+        return stored;
+      } catch {
+        // Data the serializer refuses is dropped: the error must still settle the key and
+        // replay with its name, message, code and status.
+      }
+    }
+    if (status !== undefined) stored.data = serializer.serialize(details);
     return stored;
   },
 
@@ -102,6 +103,64 @@ export const defaultErrorPolicy: ErrorPolicy = {
     return new ReplayedError(stored, details.data, details.status);
   },
 };
+
+function fieldsOf(error: unknown): Record<string, unknown> {
+  return (typeof error === 'object' && error !== null ? error : {}) as Record<string, unknown>;
+}
+
+/**
+ * The part of any error every policy can store: `name`, `message` and a string `code`. The
+ * engine stores this when a policy's own `toStored` throws.
+ */
+export function basicStoredError(error: unknown): StoredError {
+  const fields = fieldsOf(error);
+  const stored: StoredError = {
+    name: typeof fields.name === 'string' ? fields.name : 'Error',
+    message: typeof fields.message === 'string' ? fields.message : String(error),
+  };
+  if (typeof fields.code === 'string') stored.code = fields.code;
+  return stored;
+}
+
+/**
+ * A copy of `value` without `stack` properties at any depth (some libraries' errors put
+ * theirs in `toJSON()`): a stored error is replayed to clients, and a stack trace shows
+ * them the server's files. Only plain objects, arrays and errors are copied; anything else,
+ * a cycle or a value nested too deep is left as it is, for the serializer to judge.
+ */
+function withoutStacks(value: unknown, ancestors = new Set<object>()): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (ancestors.has(value) || ancestors.size >= MAX_NESTING) return value;
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function' && !(value instanceof Date)) {
+    return withoutStacks(toJSON.call(value, ''), ancestors);
+  }
+  const prototype = Object.getPrototypeOf(value);
+  const copyable =
+    Array.isArray(value) ||
+    prototype === Object.prototype ||
+    prototype === null ||
+    value instanceof Error;
+  if (!copyable) return value;
+  ancestors.add(value);
+  try {
+    if (Array.isArray(value)) return value.map((item) => withoutStacks(item, ancestors));
+    const copy: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      if (key === 'stack') continue;
+      // defineProperty: a plain assignment of "__proto__" would set the prototype instead.
+      Object.defineProperty(copy, key, {
+        value: withoutStacks((value as Record<string, unknown>)[key], ancestors),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return copy;
+  } finally {
+    ancestors.delete(value);
+  }
+}
 
 /** Completes a partial policy with the defaults. */
 export function resolveErrorPolicy(option: ErrorPolicyOption | undefined): ErrorPolicy {

@@ -10,8 +10,9 @@ export interface LeaseOptions {
   heartbeatMs: number;
   clock: Clock;
   /**
-   * When the claim that granted the lease was sent, by `clock`: the lease may have started
-   * any time after that, so the holder counts from there to stay on the safe side.
+   * When the claim that granted the lease was sent, by `clock.monotonicNow()`: the lease
+   * may have started any time after that, so the holder counts from there to stay on the
+   * safe side.
    */
   claimedAt: number;
 }
@@ -20,8 +21,8 @@ export interface Lease {
   /** Aborted, with a `LeaseLostError` as reason, once the lease is gone or cannot be trusted. */
   signal: AbortSignal;
   /**
-   * Throws `LeaseLostError` when the lease is lost or, by this process's clock, may have
-   * run out since the last renewal.
+   * Throws `LeaseLostError` when the lease is lost or, by this process's monotonic clock,
+   * may have run out since the last renewal.
    */
   assertHeld(): void;
   /** Stops renewing. */
@@ -32,7 +33,9 @@ export interface Lease {
  * Keeps a claim's lease alive while its handler runs. The signal aborts when the store says
  * another attempt took over, and also when renewals kept failing (the database is
  * unreachable) until the lease may have run out: past that point another attempt may
- * legitimately hold the key, so this one must stop.
+ * legitimately hold the key, so this one must stop. The holder measures that on the
+ * monotonic clock: a wall clock stepped back (an NTP correction) would otherwise keep a
+ * holder that lost its key running side effects.
  */
 export function startLease({
   store,
@@ -57,13 +60,13 @@ export function startLease({
 
   const tick = () => {
     if (stopped) return;
-    if (clock.now() >= renewedAt + leaseMs) {
+    if (clock.monotonicNow() >= renewedAt + leaseMs) {
       lose(new LeaseLostError(token.scope, token.key, token.version, { cause: lastError }));
       return;
     }
     if (!inFlight) {
       inFlight = true;
-      const sentAt = clock.now();
+      const sentAt = clock.monotonicNow();
       store.heartbeat(token, leaseMs).then(
         () => {
           inFlight = false;
@@ -84,7 +87,7 @@ export function startLease({
   return {
     signal: controller.signal,
     assertHeld() {
-      if (!controller.signal.aborted && clock.now() >= renewedAt + leaseMs) {
+      if (!controller.signal.aborted && clock.monotonicNow() >= renewedAt + leaseMs) {
         lose(new LeaseLostError(token.scope, token.key, token.version, { cause: lastError }));
       }
       controller.signal.throwIfAborted();

@@ -2,7 +2,7 @@ import type { Clock, TimerHandle } from './Clock.js';
 
 /** A clock that only moves when told to; its timers fire inside `advance`. */
 export interface ManualClock extends Clock {
-  /** Moves time forward, firing every timer that falls due, in order. */
+  /** Moves time forward (wall and monotonic alike), firing every timer that falls due, in order. */
   advance(ms: number): void;
   /** Moves time to an absolute epoch-ms value (never backwards). */
   set(epochMs: number): void;
@@ -17,10 +17,11 @@ interface Timer {
 }
 
 /**
- * Creates a `ManualClock` starting at `startMs` (default: 2026-01-01T00:00:00Z).
+ * Creates a `ManualClock` whose `now()` starts at `startMs` (default:
+ * 2026-01-01T00:00:00Z) and whose `monotonicNow()` starts at 0.
  */
 export function manualClock(startMs = Date.UTC(2026, 0, 1)): ManualClock {
-  let now = startMs;
+  let elapsed = 0;
   let nextId = 1;
   const timers = new Map<number, Timer>();
 
@@ -32,17 +33,18 @@ export function manualClock(startMs = Date.UTC(2026, 0, 1)): ManualClock {
       }
       if (!next) break;
       timers.delete(next.id);
-      now = Math.max(now, next.dueAt);
+      elapsed = Math.max(elapsed, next.dueAt);
       next.callback();
     }
-    now = Math.max(now, target);
+    elapsed = Math.max(elapsed, target);
   };
 
   return {
-    now: () => now,
+    now: () => startMs + elapsed,
+    monotonicNow: () => elapsed,
     setTimeout(callback, delayMs): TimerHandle {
       const id = nextId++;
-      timers.set(id, { id, dueAt: now + Math.max(0, delayMs), callback });
+      timers.set(id, { id, dueAt: elapsed + Math.max(0, delayMs), callback });
       return id;
     },
     clearTimeout(handle) {
@@ -50,10 +52,10 @@ export function manualClock(startMs = Date.UTC(2026, 0, 1)): ManualClock {
     },
     advance(ms) {
       if (!(ms >= 0)) throw new RangeError(`advance(ms) needs a non-negative number, got ${ms}`);
-      fireDue(now + ms);
+      fireDue(elapsed + ms);
     },
     set(epochMs) {
-      fireDue(Math.max(now, epochMs));
+      fireDue(Math.max(elapsed, epochMs - startMs));
     },
     pendingTimers: () => timers.size,
   };

@@ -23,6 +23,13 @@ type Tag =
   | '$string'
   | '$object';
 
+/**
+ * The deepest nesting of objects, arrays, maps and sets `serialize` keeps. Deeper values
+ * are refused with `UnserializableValueError` instead of overflowing the call stack, and
+ * Postgres refuses `jsonb` nested much deeper anyway.
+ */
+export const MAX_NESTING = 1_000;
+
 /** U+0000 or a lone surrogate: valid in a JS string, refused by Postgres `jsonb`. */
 const UNSTORABLE_TEXT =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what this must find.
@@ -65,8 +72,9 @@ function encodeString(text: string): JsonValue {
  * `{"$date":"not a tag"}`. Array holes come back as `undefined` elements, boxed
  * primitives come back unboxed, and an object referenced twice comes back as two equal
  * copies. Other objects are stored the way `JSON.stringify` writes them (`toJSON()`, or
- * their own enumerable properties) and come back as plain objects. Cycles, functions and
- * symbols throw `UnserializableValueError`.
+ * their own enumerable properties) and come back as plain objects. Cycles, functions,
+ * symbols and nesting deeper than `MAX_NESTING` (1,000) levels throw
+ * `UnserializableValueError`.
  */
 export const taggedJsonSerializer: Serializer = {
   serialize: (value) => encode(value, '', new Set()),
@@ -117,6 +125,13 @@ function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue
     object = replacement;
   }
 
+  if (ancestors.size >= MAX_NESTING) {
+    throw new UnserializableValueError(
+      path,
+      `Cannot store a value nested more than ${MAX_NESTING} levels deep (at ${path}). An ` +
+        'idempotent procedure must return data that can replay: flatten it.',
+    );
+  }
   if (ancestors.has(object)) {
     throw new UnserializableValueError(
       path,
