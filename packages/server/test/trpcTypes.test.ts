@@ -4,6 +4,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import superjson from 'superjson';
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import { z } from 'zod';
 import type { TransactionOf } from '../src/drizzle/PgDatabaseLike.js';
 import {
   type IdempotencyErrorData,
@@ -121,6 +122,50 @@ describe('ctx.idempotency types', () => {
         expectTypeOf(ctx.idempotency).toEqualTypeOf<LeaseIdempotency>();
         return null;
       });
+  });
+
+  it('key() sees the parsed input after .input(), unknown before, and the context', () => {
+    t.procedure
+      .input(z.object({ checkoutId: z.string(), cents: z.number() }))
+      .use(
+        idempotent({
+          store,
+          scope: () => 'tenant',
+          key: ({ input, ctx, path }) => {
+            expectTypeOf(input).toEqualTypeOf<{ checkoutId: string; cents: number }>();
+            expectTypeOf(ctx.user).toEqualTypeOf<{ id: string } | null>();
+            expectTypeOf(path).toEqualTypeOf<string>();
+            return input.checkoutId;
+          },
+        }),
+      )
+      .mutation(({ ctx, input }) => {
+        expectTypeOf(ctx.idempotency).toEqualTypeOf<LeaseIdempotency>();
+        expectTypeOf(input.cents).toEqualTypeOf<number>();
+        return null;
+      });
+    t.procedure
+      .use(
+        idempotent({
+          mode: 'transaction',
+          db: pglite,
+          scope: () => 'tenant',
+          key: ({ input }) => {
+            expectTypeOf(input).toEqualTypeOf<unknown>();
+            // @ts-expect-error before .input() tRPC has not parsed the input: it is unknown
+            return input.checkoutId;
+          },
+        }),
+      )
+      .input(z.object({ checkoutId: z.string() }))
+      .mutation(({ ctx }) => {
+        expectTypeOf(ctx.idempotency.tx).toEqualTypeOf<PgliteTx>();
+        return null;
+      });
+    t.procedure
+      .input(z.object({ id: z.string() }))
+      // @ts-expect-error key() must return a string (or undefined for the request's key)
+      .use(idempotent({ store, scope: () => 'tenant', key: ({ input }) => input.id.length }));
   });
 
   it('works through .concat() with the same ctx.idempotency', () => {

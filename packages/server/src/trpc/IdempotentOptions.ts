@@ -7,7 +7,7 @@ import type {
   InProgressWait,
   Serializer,
 } from '@idem/core';
-import type { TRPCMiddlewareFunction } from '@trpc/server';
+import type { TRPCMiddlewareFunction, TRPCUnsetMarker } from '@trpc/server';
 import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
 
 export type { TransactionOf };
@@ -59,7 +59,21 @@ export type IdempotentMiddleware<TContext, TIdempotency> = TRPCMiddlewareFunctio
   unknown
 >;
 
-export interface IdempotentBaseOptions<TContext, TRequired extends boolean> {
+/**
+ * The input `key()` sees: the procedure's validated input when the middleware comes after
+ * `.input(schema)`, and `unknown` (the input as the client sent it) when it comes before,
+ * where tRPC has not parsed the input yet.
+ */
+export type KeyInput<TInput> = [TInput] extends [TRPCUnsetMarker] ? unknown : TInput;
+
+/** What `key()` gets: the call's input, the context, and the procedure path. */
+export interface KeyCall<TContext, TInput> {
+  input: KeyInput<TInput>;
+  ctx: TContext;
+  path: string;
+}
+
+export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInput = unknown> {
   /**
    * Names the principal (tenant, user, API client) the call acts for, e.g.
    * `({ ctx }) => \`tenant:${ctx.tenantId}/user:${ctx.user.id}\``. The middleware adds the
@@ -72,6 +86,22 @@ export interface IdempotentBaseOptions<TContext, TRequired extends boolean> {
    * those who must not; for a public procedure, an anonymous session id.
    */
   scope: (input: { ctx: TContext; path: string }) => string | Promise<string>;
+  /**
+   * Derives the key on the server from the call instead of reading it from the request:
+   * `({ input }) => input.checkoutId`, a webhook's event id, a message id. The key then
+   * names one intent, whichever request carries it (a reload, a second tab, a redelivery).
+   *
+   * The derived key goes through the same rules as a header key: validated (1–255
+   * printable ASCII, else `BAD_REQUEST` with `INVALID_KEY`), stored under `scope`, and bound
+   * to the call's fingerprint. When it returns a key, a key sent in the request is
+   * ignored (the server knows the intent; clients such as `idempotencyLink` send a fresh
+   * key per call); when it returns `undefined`, the request's key is used as usual.
+   *
+   * `input` is typed when the middleware comes after `.input(schema)` (tRPC has parsed
+   * it then); before `.input()`, it is the raw input, typed `unknown`.
+   * @default undefined (the key comes from the request)
+   */
+  key?: (call: KeyCall<TContext, TInput>) => string | undefined | Promise<string | undefined>;
   /**
    * A call without a key: `true` refuses it with `BAD_REQUEST`; `false` runs it
    * unprotected, with `ctx.idempotency` undefined.
@@ -149,8 +179,8 @@ export interface IdempotentBaseOptions<TContext, TRequired extends boolean> {
 }
 
 /** Lease mode with your own store (`memoryStore()` in tests, or any `IdempotencyStore`). */
-export interface LeaseStoreOptions<TContext, TRequired extends boolean>
-  extends IdempotentBaseOptions<TContext, TRequired> {
+export interface LeaseStoreOptions<TContext, TRequired extends boolean, TInput = unknown>
+  extends IdempotentBaseOptions<TContext, TRequired, TInput> {
   /**
    * `'lease'`: the claim commits first, the procedure runs under a heartbeat-renewed
    * lease, and the completion is fenced; for procedures with external side effects.
@@ -163,8 +193,8 @@ export interface LeaseStoreOptions<TContext, TRequired extends boolean>
 }
 
 /** Lease mode on Postgres: keys live in `idem_keys` through `drizzleStore(db)`. */
-export interface LeaseDbOptions<TContext, TRequired extends boolean>
-  extends IdempotentBaseOptions<TContext, TRequired> {
+export interface LeaseDbOptions<TContext, TRequired extends boolean, TInput = unknown>
+  extends IdempotentBaseOptions<TContext, TRequired, TInput> {
   /** @default 'lease' */
   mode?: 'lease';
   /** A Drizzle Postgres database (postgres-js or PGlite); keys go through `drizzleStore(db)`. */
@@ -172,9 +202,9 @@ export interface LeaseDbOptions<TContext, TRequired extends boolean>
   store?: undefined;
 }
 
-export type LeaseModeOptions<TContext, TRequired extends boolean> =
-  | LeaseStoreOptions<TContext, TRequired>
-  | LeaseDbOptions<TContext, TRequired>;
+export type LeaseModeOptions<TContext, TRequired extends boolean, TInput = unknown> =
+  | LeaseStoreOptions<TContext, TRequired, TInput>
+  | LeaseDbOptions<TContext, TRequired, TInput>;
 
 /**
  * Transaction mode: the claim, the procedure's writes through `ctx.idempotency.tx` and the
@@ -185,7 +215,8 @@ export interface TransactionModeOptions<
   TContext,
   TDb extends PgDatabaseLike,
   TRequired extends boolean,
-> extends IdempotentBaseOptions<TContext, TRequired> {
+  TInput = unknown,
+> extends IdempotentBaseOptions<TContext, TRequired, TInput> {
   mode: 'transaction';
   /** The Drizzle Postgres database whose transaction the procedure gets as `tx`. */
   db: TDb;

@@ -8,6 +8,7 @@ import {
   IDEMPOTENCY_KEY_HEADER,
   type IdempotencyEvent,
   InvalidKeyError,
+  isInvalidKeyError,
   sha256Hex,
   validateKey,
 } from '@idem/core';
@@ -93,27 +94,29 @@ export function idempotent<
   TDb extends PgDatabaseLike,
   TRequired extends boolean = true,
   TOverrides extends object = object,
+  TInput = unknown,
 >(
-  options: TransactionModeOptions<ContextWith<TContext, TOverrides>, TDb, TRequired>,
+  options: TransactionModeOptions<ContextWith<TContext, TOverrides>, TDb, TRequired, TInput>,
 ): TRPCMiddlewareFunction<
   TContext,
   object,
   TOverrides,
   { idempotency: OptionalIf<TransactionIdempotency<TransactionOf<TDb>>, TRequired> },
-  unknown
+  TInput
 >;
 export function idempotent<
   TContext extends IdempotencyRequestContext,
   TRequired extends boolean = true,
   TOverrides extends object = object,
+  TInput = unknown,
 >(
-  options: LeaseModeOptions<ContextWith<TContext, TOverrides>, TRequired>,
+  options: LeaseModeOptions<ContextWith<TContext, TOverrides>, TRequired, TInput>,
 ): TRPCMiddlewareFunction<
   TContext,
   object,
   TOverrides,
   { idempotency: OptionalIf<LeaseIdempotency, TRequired> },
-  unknown
+  TInput
 >;
 export function idempotent(
   options:
@@ -165,6 +168,37 @@ export function idempotent(
         })
       : undefined;
 
+  const derive = options.key;
+  /**
+   * The call's key: derived by `key()` when it returns one (the request's key is then
+   * ignored), else the request's; validated either way.
+   */
+  const keyOf = async (
+    opts: Parameters<AnyTRPCMiddlewareFunction>[0],
+    request: IdempotencyRequestContext['idempotencyRequest'],
+    rawInput: unknown,
+  ): Promise<string | undefined> => {
+    if (derive) {
+      // After `.input()`, tRPC hands middlewares the parsed input; before, only the raw one.
+      const input = opts.input !== undefined ? opts.input : rawInput;
+      const derived = await derive({ input, ctx: opts.ctx, path: opts.path });
+      if (derived !== undefined) {
+        try {
+          return validateKey(derived);
+        } catch (error) {
+          if (!isInvalidKeyError(error)) throw error;
+          throw new InvalidKeyError(
+            error.reason,
+            `The key that key() derived for "${opts.path}" is not valid: ${error.message}`,
+            { cause: error },
+          );
+        }
+      }
+    }
+    const sent = request.keyOf(opts.batchIndex);
+    return sent === undefined ? undefined : validateKey(sent);
+  };
+
   const middleware: AnyTRPCMiddlewareFunction = async (opts) => {
     const { ctx, path, batchIndex } = opts;
     if (opts.type !== 'mutation') {
@@ -190,27 +224,19 @@ export function idempotent(
       });
     }
 
-    let sent: string | undefined;
+    const rawInput = await rawInputOf(opts);
+    let key: string | undefined;
     try {
-      sent = request.keyOf(batchIndex);
+      key = await keyOf(opts, request, rawInput);
     } catch (error) {
       throw toTRPCError(error, request, batchIndex);
     }
-    if (sent === undefined) {
+    if (key === undefined) {
       if (!required) return opts.next({ ctx: { idempotency: undefined } });
       throw toTRPCError(new InvalidKeyError('missing', MISSING_KEY), request, batchIndex);
     }
-    let key: string;
-    try {
-      key = validateKey(sent);
-    } catch (error) {
-      throw toTRPCError(error, request, batchIndex);
-    }
     const scope = scopeOf(await options.scope({ ctx, path }), path);
-    const fingerprint = await fingerprintWithin(
-      { path, input: await rawInputOf(opts) },
-      maxInputBytes,
-    );
+    const fingerprint = await fingerprintWithin({ path, input: rawInput }, maxInputBytes);
 
     let answer: Answer<ResultLike>;
     try {

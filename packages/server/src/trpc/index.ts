@@ -13,6 +13,8 @@ export type {
   ContextWith,
   IdempotentBaseOptions,
   IdempotentMiddleware,
+  KeyCall,
+  KeyInput,
   LeaseDbOptions,
   LeaseIdempotency,
   LeaseModeOptions,
