@@ -31,6 +31,7 @@ export type {
   SweepOptions,
 } from './IdempotencyStore.js';
 export { type ManualClock, manualClock } from './manualClock.js';
+export { parseKeyHeader } from './parseKeyHeader.js';
 export {
   type ClaimDecision,
   type ClaimInput,

@@ -111,15 +111,64 @@ for (const backend of backends) {
       expect(app().executionsOf(tag)).toBe(0);
     });
 
-    it('accepts a 255-character key of every printable ASCII character', async () => {
+    it('accepts a 255-character key of every printable ASCII character, sent as a Structured Field string', async () => {
       const printable = Array.from({ length: 0x7f - 0x20 }, (_, index) =>
         String.fromCharCode(0x20 + index),
       ).join('');
       const key = `${printable}${printable}${printable}`.slice(0, 255).replace(/^ /, '!');
       const tag = randomUUID();
-      const response = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': key });
+      // A comma outside quotes would read as a second key field: such a key is quoted.
+      const quoted = `"${key.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+      const response = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': quoted });
       expect(response.status).toBe(200);
       expect(await storedKeys(key)).toBe(1);
+      const bare = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': key });
+      expect(bare.status).toBe(400);
+      expect(bare.error?.message).toContain('more than one Idempotency-Key');
+      expect(app().executionsOf(tag)).toBe(1);
+    });
+
+    it("the draft's quoted spelling and Stripe's bare spelling are one key", async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const bare = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': key });
+      const quoted = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': `"${key}"` });
+      expect(bare.status).toBe(200);
+      expect(quoted.headers.get('idempotent-replayed')).toBe('true');
+      expect(quoted.text).toBe(bare.text);
+      expect(app().executionsOf(tag)).toBe(1);
+      expect(await storedKeys(key)).toBe(1);
+      expect(await storedKeys(`"${key}"`)).toBe(0);
+    });
+
+    it('refuses two Idempotency-Key lines (raw socket) with 400; nothing runs or is stored', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const body = JSON.stringify({ json: { tag } });
+      const { statusLine, text } = await sendRaw(
+        app().url,
+        'POST /trpc/echo HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n' +
+          `idempotency-key: ${key}-a\r\nidempotency-key: ${key}-b`,
+        body,
+      );
+      expect(statusLine).toMatch(/^HTTP\/1\.1 400 /);
+      expect(text).toContain('more than one Idempotency-Key');
+      expect(text).toContain('malformed_header');
+      expect(app().executionsOf(tag)).toBe(0);
+      const stored = await rows<{ n: number }>(
+        app().db,
+        sql`select count(*)::int as n from idem_keys where key like ${`${key}%`}`,
+      );
+      expect(stored[0]?.n).toBe(0);
+      // Two quoted fields too.
+      const quoted = await sendRaw(
+        app().url,
+        'POST /trpc/echo HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n' +
+          `idempotency-key: "${key}-a"\r\nidempotency-key: "${key}-b"`,
+        body,
+      );
+      expect(quoted.statusLine).toMatch(/^HTTP\/1\.1 400 /);
+      expect(app().executionsOf(tag)).toBe(0);
     });
 
     it('refuses an input over maxInputBytes with 413, and stores nothing', async () => {

@@ -18,7 +18,16 @@ export function batchKeys(header: string): ReadonlyMap<number, string> {
   try {
     parsed = JSON.parse(header);
   } catch (cause) {
-    throw new InvalidKeyError('malformed_header', `${FORMAT}; it is not valid JSON.`, { cause });
+    // Repeated fields arrive joined with commas: `{"0":"a"}, {"1":"b"}`.
+    const several = /\}\s*,\s*\{/.test(header);
+    throw new InvalidKeyError(
+      'malformed_header',
+      several
+        ? `The request carries more than one ${IDEMPOTENCY_KEY_BATCH_HEADER} field; send one, ` +
+            'holding the keys of every keyed operation of the batch.'
+        : `${FORMAT}; it is not valid JSON.`,
+      { cause },
+    );
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new InvalidKeyError('malformed_header', `${FORMAT}; got a JSON ${kind(parsed)}.`);

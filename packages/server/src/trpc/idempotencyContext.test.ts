@@ -89,4 +89,56 @@ describe('idempotencyContext', () => {
     expect(() => idempotencyRequest.replayed(0)).not.toThrow();
     expect(idempotencyContext({ key: undefined }).idempotencyRequest.keyOf(0)).toBeUndefined();
   });
+
+  it('reads the Structured Field string and the bare spelling as one key', () => {
+    const keyOf = (value: string) =>
+      idempotencyContext({
+        req: request('/trpc/a', { 'Idempotency-Key': value }),
+      }).idempotencyRequest.keyOf(0);
+    expect(keyOf('8e03978e-40d5')).toBe('8e03978e-40d5');
+    expect(keyOf('"8e03978e-40d5"')).toBe('8e03978e-40d5');
+    expect(keyOf('"a \\"quoted\\" key, with a \\\\ and a comma"')).toBe(
+      'a "quoted" key, with a \\ and a comma',
+    );
+    expect(keyOf('""')).toBe('');
+    // Node's headers too.
+    const node = idempotencyContext({
+      req: { headers: { 'idempotency-key': '"node-key"' }, url: '/trpc/a' },
+    });
+    expect(node.idempotencyRequest.keyOf(0)).toBe('node-key');
+  });
+
+  it.each([
+    ['two fields, joined by fetch or Node', 'k-a, k-b', 'more than one Idempotency-Key'],
+    ['a list of strings', '"k-a", "k-b"', 'more than one Idempotency-Key'],
+    ['a comma in a bare key', 'k-a,b', 'more than one Idempotency-Key'],
+    ['an unterminated string', '"k-a', 'has no closing quote'],
+    ['another escape', '"k\\n"', 'escapes neither'],
+    ['parameters after the string', '"k-a";v=1', 'something follows the closing quote'],
+  ])('refuses %s as malformed_header, without echoing it', (_what, value, expected) => {
+    const { idempotencyRequest } = idempotencyContext({
+      req: request('/trpc/a', { 'Idempotency-Key': value }),
+    });
+    let caught: unknown;
+    try {
+      idempotencyRequest.keyOf(0);
+    } catch (error) {
+      caught = error;
+    }
+    expect(isInvalidKeyError(caught)).toBe(true);
+    expect(caught).toMatchObject({ reason: 'malformed_header' });
+    expect((caught as Error).message).toContain(expected);
+    expect((caught as Error).message).not.toContain('k-a');
+  });
+
+  it('refuses two Idempotency-Key-Batch fields with a message that says so', () => {
+    const batch = idempotencyContext({
+      req: request('/trpc/a,b?batch=1', {
+        'Idempotency-Key-Batch': '{"0":"a"}, {"1":"b"}',
+      }),
+    });
+    expect(() => batch.idempotencyRequest.keyOf(0)).toThrow(
+      'more than one Idempotency-Key-Batch field',
+    );
+  });
 });

@@ -7,6 +7,7 @@ import {
   IDEMPOTENT_REPLAYED_HEADER,
   type IdempotencyStatus,
   InvalidKeyError,
+  parseKeyHeader,
   RETRY_AFTER_HEADER,
 } from '@idem/core';
 import { batchKeys } from './batchKeys.js';
@@ -65,8 +66,10 @@ export interface IdempotencyCallerContextOptions {
 export interface IdempotencyRequest {
   /**
    * The key sent for the call at `batchIndex`, unvalidated, or `undefined` when there is
-   * none. Throws `InvalidKeyError` (reason `malformed_header`) when the request's headers do not follow the
-   * wire format (a batch header on a single call, or the reverse, or a malformed batch).
+   * none; `Idempotency-Key: "abc"` (a Structured Field string) and `Idempotency-Key: abc`
+   * both give `abc`. Throws `InvalidKeyError` (reason `malformed_header`) when the
+   * request's headers do not follow the wire format (a batch header on a single call, or
+   * the reverse, a malformed batch, more than one key field, a broken quoted string).
    */
   keyOf(batchIndex: number): string | undefined;
   /** The call at `batchIndex` was answered from the store. */
@@ -185,7 +188,8 @@ function httpKeys(
             `carries its key in ${IDEMPOTENCY_KEY_HEADER}.`,
         );
       }
-      return single;
+      // Parsed on use, so that a malformed key fails only procedures that read it.
+      return single === undefined ? undefined : parseKeyHeader(single);
     };
   }
   // Parsed once per request, on first use: a batch without idempotent calls never pays.

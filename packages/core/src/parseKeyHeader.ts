@@ -1,0 +1,64 @@
+import { InvalidKeyError } from './errors/InvalidKeyError.js';
+import { IDEMPOTENCY_KEY_HEADER } from './wireFormat.js';
+
+const SPELLINGS =
+  `Send one ${IDEMPOTENCY_KEY_HEADER} field, either as a Structured Field string ` +
+  '("8e03978e-40d5-43e8-bc93-6894a57f9324") or bare (8e03978e-40d5-43e8-bc93-6894a57f9324); ' +
+  'a key with a comma must be quoted.';
+
+/**
+ * The key in an `Idempotency-Key` header value, unvalidated (pass it to `validateKey`).
+ *
+ * Two spellings name one key: the IETF draft's Structured Field string (RFC 8941 §3.3.3:
+ * `"abc"`, with `\"` and `\\` the only escapes) and Stripe's bare form (`abc`). A request
+ * with more than one `Idempotency-Key` field arrives as one value joined with commas
+ * (fetch's `Headers` and Node both join repeated fields so), so a comma outside a quoted
+ * string means several keys: which one would be the call's? It throws `InvalidKeyError`
+ * (reason `'malformed_header'`), as does a quoted string that is not terminated, has
+ * another escape, or is followed by anything but whitespace. The message never echoes the
+ * value.
+ */
+export function parseKeyHeader(value: string): string {
+  const text = value.trim();
+  if (!text.startsWith('"')) {
+    if (text.includes(',')) throw manyFields();
+    return text;
+  }
+  let key = '';
+  for (let index = 1; index < text.length; index++) {
+    const char = text[index]!;
+    if (char === '\\') {
+      const escaped = text[index + 1];
+      if (escaped !== '"' && escaped !== '\\') {
+        throw malformed(
+          `a backslash at index ${index} escapes neither " nor \\ (the only escapes of a Structured Field string)`,
+        );
+      }
+      key += escaped;
+      index++;
+    } else if (char === '"') {
+      const rest = text.slice(index + 1).trim();
+      if (rest.startsWith(',')) throw manyFields();
+      if (rest.length > 0) throw malformed('something follows the closing quote');
+      return key;
+    } else {
+      key += char;
+    }
+  }
+  throw malformed('the quoted string has no closing quote');
+}
+
+function manyFields(): InvalidKeyError {
+  return new InvalidKeyError(
+    'malformed_header',
+    `The request carries more than one ${IDEMPOTENCY_KEY_HEADER} (several fields, or a ` +
+      `comma-separated list), so it names no single key. ${SPELLINGS}`,
+  );
+}
+
+function malformed(what: string): InvalidKeyError {
+  return new InvalidKeyError(
+    'malformed_header',
+    `${IDEMPOTENCY_KEY_HEADER} starts with a quote but is not a Structured Field string: ${what}. ${SPELLINGS}`,
+  );
+}
