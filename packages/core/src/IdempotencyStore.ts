@@ -33,11 +33,11 @@ export interface SweepOptions {
  * **Time.** The store, not the engine, decides what "now" is: the engine passes only
  * durations (`leaseMs`, `ttlMs`). A database store reads the database's clock, so every
  * app server judges leases by one clock and skew between app servers cannot make one
- * of them take over a lease early. The memory store reads its injected `Clock`. What skew
- * still affects is each holder's own view of its lease: the engine renews it every
- * `leaseMs / 3`, so a holder's clock may run up to that far off before a live holder is
- * taken over; a holder that is paused or partitioned past its lease is fenced out by
- * `version` whatever its clock says.
+ * of them take over a lease early. The memory store reads its injected `Clock`. A holder
+ * judges its own view of its lease on its monotonic clock (`Clock.monotonicNow`), counted
+ * from when it sent the claim, so a stepped wall clock cannot keep it running past its
+ * lease; a holder that is paused or partitioned past its lease is fenced out by `version`
+ * whatever its clock says.
  *
  * **Fencing.** `complete`, `release`, `heartbeat` and `saveStep` change the record only
  * while it is in progress with the token's `version` and `createdAt`; otherwise they throw

@@ -201,6 +201,25 @@ describe('taggedJsonSerializer', () => {
     }
   });
 
+  it('keeps 1,000 levels of nesting and refuses deeper with a typed error, not a stack overflow', () => {
+    const nested = (depth: number) => {
+      let value: unknown = 'bottom';
+      for (let level = 0; level < depth; level++) value = [{ inner: value }];
+      return value;
+    };
+    // Each level is an array holding an object: two levels of nesting.
+    expect(roundTrip(nested(500))).toEqual(nested(500));
+    let error: unknown;
+    try {
+      serialize(nested(10_000));
+    } catch (caught) {
+      error = caught;
+    }
+    expect(isUnserializableValueError(error)).toBe(true);
+    expect((error as Error).message).toMatch(/nested more than 1000 levels deep/);
+    expect((error as { path: string }).path).toMatch(/^(\/0\/inner){500}$/);
+  });
+
   it('refuses malformed or unknown tags when reading', () => {
     const bad: JsonValue[] = [
       { $unknown: 1 },
