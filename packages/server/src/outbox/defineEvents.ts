@@ -51,6 +51,19 @@ export interface DefineEventsOptions {
    * @default true
    */
   notify?: boolean;
+  /**
+   * Called once per event written, for logs and metrics. The write is in the caller's
+   * transaction: a rollback undoes it, not the report. Exceptions are swallowed.
+   * @default no reporting
+   */
+  onEvent?: (event: EnqueueEvent) => void;
+}
+
+/** An event `enqueue` wrote into the outbox, in the caller's transaction. */
+export interface EnqueueEvent {
+  type: 'enqueued';
+  id: string;
+  topic: string;
 }
 
 export interface EventDefinitions<TSchemas extends EventSchemas> {
@@ -105,6 +118,7 @@ export function defineEvents<const TSchemas extends EventSchemas>(
     lockAggregates: options.lockAggregates ?? true,
     notify: options.notify ?? true,
   };
+  const { onEvent } = options;
 
   async function enqueue(tx: PgDatabaseLike, event: EventInput<TSchemas>): Promise<string>;
   async function enqueue(
@@ -122,6 +136,7 @@ export function defineEvents<const TSchemas extends EventSchemas>(
       valid.push(await validateEvent(schemas, event, index, maxPayloadBytes));
     }
     const ids = await writeEvents(tx, valid, writeOptions);
+    if (onEvent) report(onEvent, ids, valid);
     return Array.isArray(input) ? ids : (ids[0] as string);
   }
 
@@ -139,4 +154,18 @@ export function defineEvents<const TSchemas extends EventSchemas>(
       return (await checkPayload(schema, topic, 0, payload)) as output<TSchemas[TTopic]>;
     },
   };
+}
+
+function report(
+  onEvent: (event: EnqueueEvent) => void,
+  ids: readonly string[],
+  events: readonly ValidEvent[],
+) {
+  events.forEach((event, index) => {
+    try {
+      onEvent({ type: 'enqueued', id: ids[index] as string, topic: event.topic });
+    } catch {
+      // Observability must never fail the producer's transaction.
+    }
+  });
 }

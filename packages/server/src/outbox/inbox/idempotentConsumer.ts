@@ -50,6 +50,13 @@ export interface ConsumerEvent {
   durationMs: number;
   /** Why the handler failed (its transaction was rolled back). */
   error?: unknown;
+  /** The event's topic, when the delivered event carries one (an `OutboxMessage` does). */
+  topic?: string;
+  /**
+   * `processed` only: from the producing transaction (the event's `createdAt`) to this
+   * handling's commit, when the delivered event carries `createdAt`.
+   */
+  lagMs?: number;
   /** From `handleBatch`: how many events the batch had (`durationMs` is the batch's). */
   batchSize?: number;
 }
@@ -68,7 +75,7 @@ export interface IdempotentConsumer<TDb extends PgDatabaseLike = PgDatabaseLike>
    * Use `tx`, never the outer `db`, inside the handler (PGlite has one connection).
    */
   handle<T>(
-    event: { id: string },
+    event: { id: string; topic?: string; createdAt?: Date },
     handler: (tx: TransactionOf<TDb>) => Promise<T>,
   ): Promise<HandleResult<T>>;
   /**
@@ -126,6 +133,17 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
     );
   }
   const tick = () => clock?.now() ?? performance.now();
+  /** What the delivery itself tells the report: its topic and, once committed, its lag. */
+  const reportOf = (
+    event: { topic?: unknown; createdAt?: unknown },
+    status: ConsumerEvent['type'],
+  ) => ({
+    ...(typeof event.topic === 'string' && { topic: event.topic }),
+    ...(status === 'processed' &&
+      event.createdAt instanceof Date && {
+        lagMs: Math.max(0, (clock?.now() ?? Date.now()) - event.createdAt.getTime()),
+      }),
+  });
   const emit = (event: ConsumerEvent) => {
     try {
       options.onEvent?.(event);
@@ -161,10 +179,23 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
           const value = await handler(tx as TransactionOf<TDb>);
           return { status: 'processed', value } as const;
         });
-        emit({ type: result.status, consumer: name, eventId, durationMs: took() });
+        emit({
+          type: result.status,
+          consumer: name,
+          eventId,
+          durationMs: took(),
+          ...reportOf(event, result.status),
+        });
         return result;
       } catch (error) {
-        emit({ type: 'failed', consumer: name, eventId, durationMs: took(), error });
+        emit({
+          type: 'failed',
+          consumer: name,
+          eventId,
+          durationMs: took(),
+          error,
+          ...reportOf(event, 'failed'),
+        });
         throw error;
       }
     },
@@ -184,13 +215,14 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
       const startedAt = tick();
       const results = await handleInboxBatch({ db, name, clock, handler }, events);
       const durationMs = tick() - startedAt;
-      for (const result of results) {
+      for (const [index, result] of results.entries()) {
         emit({
           type: result.status,
           consumer: name,
           eventId: result.id,
           durationMs,
           batchSize: events.length,
+          ...reportOf(events[index] as { topic?: unknown; createdAt?: unknown }, result.status),
           ...(result.status === 'failed' ? { error: result.error } : {}),
         });
       }
