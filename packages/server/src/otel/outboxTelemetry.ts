@@ -1,0 +1,121 @@
+import type { Attributes } from '@opentelemetry/api';
+import type { EnqueueEvent } from '../outbox/defineEvents.js';
+import type { ConsumerEvent } from '../outbox/inbox/idempotentConsumer.js';
+import type { RelayEvent } from '../outbox/relay/RelayEvent.js';
+import {
+  errorTypeOf,
+  lazyInstruments,
+  SECONDS_BUCKETS,
+  seconds,
+  type TelemetryOptions,
+} from './telemetryProviders.js';
+
+/** Everything the outbox reports: `defineEvents`, `createRelay` and `idempotentConsumer`. */
+export type OutboxTelemetryEvent = EnqueueEvent | RelayEvent | ConsumerEvent;
+
+export interface OutboxTelemetry {
+  /**
+   * Records one event: pass it as `onEvent` to `defineEvents(schemas, { onEvent })`,
+   * `createRelay` and `idempotentConsumer`.
+   */
+  readonly onEvent: (event: OutboxTelemetryEvent) => void;
+}
+
+/**
+ * OpenTelemetry metrics for the transactional outbox, through `@opentelemetry/api` only:
+ * without an SDK every call is a no-op.
+ *
+ * ```ts
+ * const outboxMetrics = outboxTelemetry();
+ * const { enqueue } = defineEvents(schemas, { onEvent: outboxMetrics.onEvent });
+ * const relay = createRelay({ db, publisher, onEvent: outboxMetrics.onEvent });
+ * const billing = idempotentConsumer({ db, name: 'billing', onEvent: outboxMetrics.onEvent });
+ * ```
+ *
+ * Attributes are the topic (`messaging.destination.name`), the consumer
+ * (`messaging.consumer.group.name`), the outcome and `error.type`; never an event id.
+ */
+export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry {
+  const instruments = lazyInstruments(options, (meter) => ({
+    enqueued: meter.createCounter('idem.outbox.enqueued', {
+      unit: '{event}',
+      description: 'Events written to the outbox (in the producing transaction).',
+    }),
+    published: meter.createCounter('idem.outbox.published', {
+      unit: '{event}',
+      description: 'Events published by a relay and marked sent.',
+    }),
+    retries: meter.createCounter('idem.outbox.retries', {
+      unit: '{retry}',
+      description: 'Failed publishes that will be retried after a backoff.',
+    }),
+    deadLettered: meter.createCounter('idem.outbox.dead_lettered', {
+      unit: '{event}',
+      description: 'Events that failed maxAttempts times and were dead-lettered.',
+    }),
+    publishLag: meter.createHistogram('idem.outbox.publish.lag', {
+      unit: 's',
+      description: 'Time from the producing transaction to the relay marking the event sent.',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+    }),
+    handled: meter.createCounter('idem.inbox.handled', {
+      unit: '{event}',
+      description: 'Deliveries handled by an idempotent consumer: processed, duplicate or failed.',
+    }),
+    consumeLag: meter.createHistogram('idem.outbox.consume.lag', {
+      unit: 's',
+      description:
+        "Time from the producing transaction to the commit of a consumer's handling of the event.",
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+    }),
+  }));
+
+  const onEvent = (event: OutboxTelemetryEvent) => {
+    try {
+      record(event);
+    } catch {
+      // Telemetry must never stop a relay or fail a consumer.
+    }
+  };
+
+  function record(event: OutboxTelemetryEvent) {
+    const metrics = instruments();
+    switch (event.type) {
+      case 'enqueued':
+        metrics.enqueued.add(1, topic(event.topic));
+        return;
+      case 'published': {
+        const attributes = topic(event.topic);
+        metrics.published.add(1, attributes);
+        metrics.publishLag.record(seconds(event.lagMs), attributes);
+        return;
+      }
+      case 'publish_failed':
+        metrics.retries.add(1, { ...topic(event.topic), 'error.type': errorTypeOf(event.error) });
+        return;
+      case 'dead_lettered':
+        metrics.deadLettered.add(1, {
+          ...topic(event.topic),
+          'error.type': errorTypeOf(event.error),
+        });
+        return;
+      case 'processed':
+      case 'duplicate':
+      case 'failed': {
+        const attributes: Attributes = { 'messaging.consumer.group.name': event.consumer };
+        if (event.topic !== undefined) attributes['messaging.destination.name'] = event.topic;
+        const handled: Attributes = { ...attributes, 'idem.outcome': event.type };
+        if (event.error !== undefined) handled['error.type'] = errorTypeOf(event.error);
+        metrics.handled.add(1, handled);
+        if (event.type === 'processed' && event.lagMs !== undefined) {
+          metrics.consumeLag.record(seconds(event.lagMs), attributes);
+        }
+        return;
+      }
+    }
+  }
+
+  return { onEvent };
+}
+
+const topic = (name: string): Attributes => ({ 'messaging.destination.name': name });

@@ -1,0 +1,71 @@
+import {
+  type Meter,
+  type MeterProvider,
+  metrics,
+  type Tracer,
+  type TracerProvider,
+  trace,
+} from '@opentelemetry/api';
+
+/** Where the instruments and spans go. */
+export interface TelemetryOptions {
+  /**
+   * The meter provider to record metrics with.
+   * @default the global one (`metrics.getMeterProvider()`), looked up at the first event,
+   * so an SDK registered after this call but before the first request is used
+   */
+  meterProvider?: MeterProvider;
+  /**
+   * The tracer provider to record spans with.
+   * @default the global one (`trace.getTracerProvider()`), looked up at the first event
+   */
+  tracerProvider?: TracerProvider;
+}
+
+/** The instrumentation scope every idem meter and tracer is named after. */
+export const INSTRUMENTATION_SCOPE = '@idem/server';
+
+/**
+ * Durations in seconds (OpenTelemetry's unit for time): the semantic conventions' buckets
+ * for request durations, then minutes, for lags that grow while a broker is down.
+ */
+export const SECONDS_BUCKETS = [
+  0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 300, 900,
+];
+
+/**
+ * Builds `create(meter, tracer)` once, at the first call: the global providers of
+ * `@opentelemetry/api` hand out no-op meters until an SDK registers (a meter got earlier
+ * stays a no-op), so looking them up when the first event arrives instead of at
+ * construction lets an app create the telemetry before it starts its SDK.
+ */
+export function lazyInstruments<T>(
+  options: TelemetryOptions,
+  create: (meter: Meter, tracer: Tracer) => T,
+): () => T {
+  let instruments: T | undefined;
+  return () => {
+    instruments ??= create(
+      (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE),
+      (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE),
+    );
+    return instruments;
+  };
+}
+
+/**
+ * `error.type` of the semantic conventions: a low-cardinality class of the error. A string
+ * `code` (tRPC's `CONFLICT`, idem's `LEASE_LOST`, a SQLSTATE, `ECONNRESET`) says most,
+ * then the error's name; never its message, which may carry user data.
+ */
+export function errorTypeOf(error: unknown): string {
+  if (typeof error === 'object' && error !== null) {
+    const { code, name } = error as { code?: unknown; name?: unknown };
+    if (typeof code === 'string' && code.length > 0 && code.length <= 64) return code;
+    if (typeof name === 'string' && name.length > 0 && name.length <= 64) return name;
+  }
+  return '_OTHER';
+}
+
+/** Milliseconds as the seconds OpenTelemetry records durations in. */
+export const seconds = (ms: number) => Math.max(0, ms) / 1_000;
