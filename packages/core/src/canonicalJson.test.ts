@@ -186,6 +186,17 @@ describe('canonicalJson', () => {
     );
   });
 
+  it('refuses input nested 10,000 deep with a typed error, not a stack overflow', () => {
+    let deep: unknown = 1;
+    for (let level = 0; level < 10_000; level++) deep = { a: deep };
+    expect(() => canonicalJson(deep)).toThrow(
+      expect.objectContaining({ code: 'UNSERIALIZABLE_VALUE', path: '/a'.repeat(1_000) }),
+    );
+    let kept: unknown = 1;
+    for (let level = 0; level < 1_000; level++) kept = [kept];
+    expect(canonicalJson(kept)).toBe(`${'['.repeat(1_000)}1${']'.repeat(1_000)}`);
+  });
+
   it('finds cycles through maps, sets and escaped keys', () => {
     const map = new Map<string, unknown>();
     map.set('self', map);

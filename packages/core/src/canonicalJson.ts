@@ -28,12 +28,15 @@
  *   own enumerable properties.
  * - **Cycles** throw `UnserializableValueError` with the path of the repeating reference
  *   (like `/a/0/b`). An object referenced twice without a cycle is simply written twice.
+ * - **Nesting** deeper than `MAX_NESTING` (1,000) objects, arrays, maps and sets throws
+ *   `UnserializableValueError` instead of overflowing the call stack.
  *
  * The `$`-tags are not escaped: canonical JSON is only ever hashed, never parsed back, so
  * a user object `{"$date":"…"}` sharing its text with a `Date` only means both requests
  * carried the same information.
  */
 import { UnserializableValueError } from './errors/UnserializableValueError.js';
+import { MAX_NESTING } from './serializer.js';
 
 const UNDEFINED_TAG = '{"$undefined":true}';
 
@@ -83,6 +86,13 @@ function write(
     object = replacement;
   }
 
+  if (ancestors.size >= MAX_NESTING) {
+    throw new UnserializableValueError(
+      path,
+      `Cannot fingerprint a value nested more than ${MAX_NESTING} levels deep (at ${path}). ` +
+        'Send flatter data.',
+    );
+  }
   const ancestorPath = ancestors.get(object);
   if (ancestorPath !== undefined) {
     throw new UnserializableValueError(
