@@ -1,10 +1,10 @@
 import { type Clock, systemClock } from './Clock.js';
 import { deriveKey } from './deriveKey.js';
 import {
-  basicStoredError,
   type ErrorPolicy,
   type ErrorPolicyOption,
   resolveErrorPolicy,
+  storedErrorOf,
 } from './errorPolicy.js';
 import { ConfigurationError } from './errors/ConfigurationError.js';
 import { KeyMismatchError } from './errors/KeyMismatchError.js';
@@ -17,13 +17,7 @@ import {
 import { fingerprint as fingerprintOf } from './fingerprint.js';
 import type { ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
 import { startLease } from './lease.js';
-import {
-  type IdempotencyRecord,
-  type JsonValue,
-  type LeaseToken,
-  leaseTokenOf,
-  type StoredError,
-} from './record.js';
+import { type IdempotencyRecord, type JsonValue, type LeaseToken, leaseTokenOf } from './record.js';
 import { type Serializer, taggedJsonSerializer } from './serializer.js';
 import { validateKey } from './validateKey.js';
 
@@ -329,35 +323,6 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
   type Base = { scope: string; key: string; version: number };
 
-  /**
-   * The stored form of a failure, by the error policy. What the serializer refuses (data
-   * with a cycle or a function) is left out rather than failing the store: the error must
-   * settle the key, or the key stays locked and then runs again. A policy that throws
-   * anyway gets name, message and code stored.
-   */
-  function storedErrorOf(error: unknown): { stored: StoredError; refused: unknown } {
-    let refused: unknown;
-    const watched: Serializer = {
-      serialize(value) {
-        try {
-          return serializer.serialize(value);
-        } catch (failure) {
-          refused ??= failure;
-          throw failure;
-        }
-      },
-      deserialize: (json) => serializer.deserialize(json),
-    };
-    let stored: StoredError;
-    try {
-      stored = errorPolicy.toStored(error, watched);
-    } catch (failure) {
-      refused ??= failure;
-      stored = basicStoredError(error);
-    }
-    return { stored, refused };
-  }
-
   /** Settles the key with `error` as its outcome, replayed to every retry. Fenced. */
   async function completeWithError(
     token: LeaseToken,
@@ -366,7 +331,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     durationMs: () => number,
     unstorable?: unknown,
   ) {
-    const { stored, refused } = storedErrorOf(error);
+    const { stored, refused } = storedErrorOf(errorPolicy, error, serializer);
     await completeOrLose(token, { kind: 'error', error: stored }, base, durationMs);
     const event: IdempotencyEvent = { type: 'completed', ...base, durationMs: durationMs(), error };
     if (unstorable !== undefined || refused !== undefined) event.unstorable = unstorable ?? refused;

@@ -108,11 +108,8 @@ function fieldsOf(error: unknown): Record<string, unknown> {
   return (typeof error === 'object' && error !== null ? error : {}) as Record<string, unknown>;
 }
 
-/**
- * The part of any error every policy can store: `name`, `message` and a string `code`. The
- * engine stores this when a policy's own `toStored` throws.
- */
-export function basicStoredError(error: unknown): StoredError {
+/** The part of any error every policy can store: `name`, `message` and a string `code`. */
+function basicStoredError(error: unknown): StoredError {
   const fields = fieldsOf(error);
   const stored: StoredError = {
     name: typeof fields.name === 'string' ? fields.name : 'Error',
@@ -159,6 +156,36 @@ function withoutStacks(value: unknown, ancestors = new Set<object>()): unknown {
     return copy;
   } finally {
     ancestors.delete(value);
+  }
+}
+
+/**
+ * The stored form of a failure, by `policy`. What the serializer refuses (data with a cycle
+ * or a function) is left out rather than failing the store: the error must settle the key,
+ * or the key stays locked and then runs again. A policy whose `toStored` throws anyway gets
+ * name, message and code stored. `refused` is the first serializer error met, if any.
+ */
+export function storedErrorOf(
+  policy: ErrorPolicy,
+  error: unknown,
+  serializer: Serializer,
+): { stored: StoredError; refused: unknown } {
+  let refused: unknown;
+  const watched: Serializer = {
+    serialize(value) {
+      try {
+        return serializer.serialize(value);
+      } catch (failure) {
+        refused ??= failure;
+        throw failure;
+      }
+    },
+    deserialize: (json) => serializer.deserialize(json),
+  };
+  try {
+    return { stored: policy.toStored(error, watched), refused };
+  } catch (failure) {
+    return { stored: basicStoredError(error), refused: refused ?? failure };
   }
 }
 
