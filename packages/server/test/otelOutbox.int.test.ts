@@ -1,0 +1,199 @@
+import { manualClock } from '@idem/core';
+import { sql } from 'drizzle-orm';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { outboxTelemetry } from '../src/otel/index.js';
+import { defineEvents } from '../src/outbox/defineEvents.js';
+import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
+import type { OutboxMessage, Publisher } from '../src/outbox/OutboxMessage.js';
+import { inProcessPublisher } from '../src/outbox/publishers/inProcessPublisher.js';
+import { createRelay } from '../src/outbox/relay/createRelay.js';
+import type { RelayOptions } from '../src/outbox/relay/RelayOptions.js';
+import { backends, rows, useDatabase } from './harness.js';
+import { otelHarness } from './otelHarness.js';
+
+const schemas = {
+  'order.placed': z.object({ orderId: z.string() }),
+  'order.shipped': z.object({ orderId: z.string() }),
+};
+const PLACED = { 'messaging.destination.name': 'order.placed' };
+const SHIPPED = { 'messaging.destination.name': 'order.shipped' };
+
+/**
+ * The relay's and the consumer's clock runs this far ahead of the database's, which stamps
+ * `created_at`: every lag they measure is this, less the time the test took to get there.
+ */
+const AHEAD_MS = 60_000;
+
+for (const backend of backends) {
+  describe(`outboxTelemetry on ${backend}`, () => {
+    const database = useDatabase(backend);
+    const cleanups: (() => Promise<void>)[] = [];
+    afterEach(async () => {
+      for (const cleanup of cleanups.splice(0)) await cleanup();
+    });
+
+    const setUp = async () => {
+      const { db } = database();
+      await db.execute(sql`truncate idem_outbox, idem_inbox`);
+      const otel = otelHarness();
+      cleanups.push(otel.shutdown);
+      const telemetry = outboxTelemetry({ meterProvider: otel.meterProvider });
+      const events = defineEvents(schemas, { onEvent: telemetry.onEvent });
+      const clock = manualClock(Date.now() + AHEAD_MS);
+      const placeOrders = (...orderIds: string[]) =>
+        db.transaction((tx) =>
+          events.enqueue(
+            tx,
+            orderIds.map((orderId) => ({ topic: 'order.placed' as const, payload: { orderId } })),
+          ),
+        );
+      const relayWith = (publisher: Publisher, options: Partial<RelayOptions> = {}) =>
+        createRelay({
+          db,
+          publisher,
+          clock,
+          listen: false,
+          backoff: { baseDelayMs: 1_000, maxDelayMs: 1_000, random: () => 0.5 },
+          onEvent: telemetry.onEvent,
+          ...options,
+        });
+      const billing = idempotentConsumer({
+        db,
+        name: 'billing',
+        clock,
+        onEvent: telemetry.onEvent,
+      });
+      return { db, otel, events, placeOrders, relayWith, billing };
+    };
+
+    /** Lag values (seconds) a test may see: the clock's lead, less at most half of it. */
+    const expectLags = (point: { min?: number | undefined; max?: number | undefined }) => {
+      expect(point.min).toBeGreaterThan(AHEAD_MS / 2_000);
+      expect(point.max).toBeLessThanOrEqual(AHEAD_MS / 1_000 + 0.001);
+    };
+
+    it('idem.outbox.enqueued: one per event written, by topic', async () => {
+      const { db, otel, events, placeOrders } = await setUp();
+      await placeOrders('o-1', 'o-2');
+      await db.transaction((tx) =>
+        events.enqueue(tx, { topic: 'order.shipped', payload: { orderId: 'o-1' } }),
+      );
+      const points = await otel.points('idem.outbox.enqueued');
+      expect(points).toHaveLength(2);
+      expect(points).toContainEqual({ attributes: PLACED, value: 2 });
+      expect(points).toContainEqual({ attributes: SHIPPED, value: 1 });
+      const [count] = await rows<{ n: number | string }>(
+        db,
+        sql`select count(*) as n from idem_outbox`,
+      );
+      expect(Number(count?.n)).toBe(3);
+    });
+
+    it('idem.outbox.published and idem.outbox.publish.lag: per event a relay marked sent', async () => {
+      const { otel, placeOrders, relayWith } = await setUp();
+      await placeOrders('o-1', 'o-2', 'o-3');
+      const relay = relayWith(inProcessPublisher({ 'order.placed': () => {} }));
+      expect((await relay.runOnce()).published).toBe(3);
+
+      expect(await otel.points('idem.outbox.published')).toEqual([
+        { attributes: PLACED, value: 3 },
+      ]);
+      const [lag, ...others] = await otel.points('idem.outbox.publish.lag');
+      expect(others).toEqual([]);
+      expect(lag?.attributes).toEqual(PLACED);
+      expect(lag?.count).toBe(3);
+      expectLags(lag ?? {});
+    });
+
+    it('idem.outbox.retries: a failed publish that will be tried again, with error.type', async () => {
+      const { otel, placeOrders, relayWith } = await setUp();
+      await placeOrders('o-1');
+      const relay = relayWith(
+        inProcessPublisher({
+          'order.placed': () => {
+            throw new RangeError('the warehouse refused the order');
+          },
+        }),
+        { maxAttempts: 3 },
+      );
+      expect((await relay.runOnce()).retried).toBe(1);
+      expect(await otel.points('idem.outbox.retries')).toEqual([
+        { attributes: { ...PLACED, 'error.type': 'RangeError' }, value: 1 },
+      ]);
+      expect(await otel.total('idem.outbox.published')).toBe(0);
+      expect(await otel.total('idem.outbox.dead_lettered')).toBe(0);
+    });
+
+    it('idem.outbox.dead_lettered: an event out of attempts', async () => {
+      const { otel, placeOrders, relayWith } = await setUp();
+      await placeOrders('o-1', 'o-2');
+      const relay = relayWith(
+        inProcessPublisher({
+          'order.placed': () => {
+            throw new RangeError('the warehouse refused the order');
+          },
+        }),
+        { maxAttempts: 1 },
+      );
+      expect((await relay.runOnce()).deadLettered).toBe(2);
+      expect(await otel.points('idem.outbox.dead_lettered')).toEqual([
+        { attributes: { ...PLACED, 'error.type': 'RangeError' }, value: 2 },
+      ]);
+      expect(await otel.total('idem.outbox.retries')).toBe(0);
+    });
+
+    it('idem.inbox.handled and idem.outbox.consume.lag: processed, duplicate and failed deliveries', async () => {
+      const { db, otel, placeOrders, relayWith, billing } = await setUp();
+      const [first] = await placeOrders('o-1', 'o-2');
+      const delivered: OutboxMessage[] = [];
+      const relay = relayWith(
+        inProcessPublisher({
+          'order.placed': async (message) => {
+            delivered.push(message);
+            await billing.handle(message, async (tx) => tx.execute(sql`select 1`));
+          },
+        }),
+      );
+      expect((await relay.runOnce()).published).toBe(2);
+      // A redelivery of the first event, as a broker would make after a lost ack.
+      const again = delivered.find((message) => message.id === first);
+      expect(again).toBeDefined();
+      const copy = await billing.handle(again as OutboxMessage, async () => 'never runs');
+      expect(copy).toEqual({ status: 'duplicate' });
+      const failure = new TypeError('no such customer');
+      await expect(
+        billing.handle({ id: crypto.randomUUID(), topic: 'order.placed' }, async () => {
+          throw failure;
+        }),
+      ).rejects.toBe(failure);
+
+      const consumer = { 'messaging.consumer.group.name': 'billing', ...PLACED };
+      const handled = await otel.points('idem.inbox.handled');
+      expect(handled).toHaveLength(3);
+      expect(handled).toContainEqual({
+        attributes: { ...consumer, 'idem.outcome': 'processed' },
+        value: 2,
+      });
+      expect(handled).toContainEqual({
+        attributes: { ...consumer, 'idem.outcome': 'duplicate' },
+        value: 1,
+      });
+      expect(handled).toContainEqual({
+        attributes: { ...consumer, 'idem.outcome': 'failed', 'error.type': 'TypeError' },
+        value: 1,
+      });
+      // Only a processed delivery has a lag: from the producing transaction to its commit.
+      const [lag, ...others] = await otel.points('idem.outbox.consume.lag');
+      expect(others).toEqual([]);
+      expect(lag?.attributes).toEqual(consumer);
+      expect(lag?.count).toBe(2);
+      expectLags(lag ?? {});
+      const [inbox] = await rows<{ n: number | string }>(
+        db,
+        sql`select count(*) as n from idem_inbox where consumer = 'billing'`,
+      );
+      expect(Number(inbox?.n)).toBe(2);
+    });
+  });
+}
