@@ -250,6 +250,93 @@ describe('NATS JetStream on Postgres', () => {
     );
   });
 
+  it('batchHandler: one transaction per batch, acks after commit, naks only the poison event', async () => {
+    const { db } = database();
+    await resetOutbox(db);
+    const stream = await nats().createStream();
+    const ids = await events.enqueue(
+      db,
+      Array.from({ length: 60 }, (_, n) => ({
+        topic: 'test.numbered' as const,
+        payload: { n, ...(n === 17 ? { poison: true } : {}) },
+      })),
+    );
+    const poison = ids[17] as string;
+    const relay = createRelay({
+      db,
+      publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
+    });
+    expect(await relay.runOnce()).toMatchObject({ claimed: 60, published: 60 });
+
+    const durable = await stream.addConsumer();
+    let cured = false;
+    const batchSizes: number[] = [];
+    const reported: JetStreamConsumerEvent[] = [];
+    later(
+      await consumeJetStream({
+        consumer: await nats().js.consumers.get(stream.name, durable),
+        inbox: idempotentConsumer({ db, name: 'billing' }),
+        events,
+        maxBatch: 25,
+        concurrency: 2,
+        nakBackoff: { baseDelayMs: 50, maxDelayMs: 100 },
+        batchHandler: async (batch, tx) => {
+          batchSizes.push(batch.length);
+          for (const event of batch) await recordEffect(event.id)(tx);
+          if (!cured && batch.some((event) => event.payload.poison)) {
+            throw new Error('poison');
+          }
+        },
+        onEvent: (event) => {
+          reported.push(event);
+          if (event.type === 'failed') cured = true;
+        },
+      }),
+    );
+    await waitFor(async () => (await effectCounts(db)).size === 60, {
+      timeoutMs: 15_000,
+      what: 'every event, the poison included once cured, to be consumed',
+    });
+    expect(await effectCounts(db)).toEqual(new Map(ids.map((id) => [id, 1])));
+    expect(Math.max(...batchSizes)).toBeGreaterThan(1);
+    expect(Math.max(...batchSizes)).toBeLessThanOrEqual(25);
+    const failed = reported.filter((event) => event.type === 'failed');
+    expect(failed.map((event) => event.eventId)).toEqual([poison]);
+    expect(reported.filter((event) => event.type === 'processed')).toHaveLength(60);
+    const cure = reported.find((event) => event.type === 'processed' && event.eventId === poison);
+    expect(cure?.deliveryCount).toBeGreaterThanOrEqual(2);
+    await waitFor(
+      async () => {
+        const info = await nats().jsm.consumers.info(stream.name, durable);
+        return info.num_ack_pending === 0 && info.num_pending === 0;
+      },
+      { what: 'every message to be acknowledged' },
+    );
+  });
+
+  it('refuses both or neither of handler and batchHandler, and a zero maxBatch', async () => {
+    const { db } = database();
+    const stream = await nats().createStream();
+    const consumer = await nats().js.consumers.get(stream.name, await stream.addConsumer());
+    const inbox = idempotentConsumer({ db, name: 'billing' });
+    const refused = (options: Partial<Parameters<typeof consumeJetStream>[0]>) =>
+      consumeJetStream({ consumer, inbox, ...options }).then(
+        (consumption) => consumption.stop().then(() => undefined),
+        (error: unknown) => error,
+      );
+    const neither = await refused({});
+    expect(isConfigurationError(neither)).toBe(true);
+    expect((neither as Error).message).toMatch(/exactly one of `handler`/);
+    expect(
+      isConfigurationError(
+        await refused({ handler: async () => {}, batchHandler: async () => {} }),
+      ),
+    ).toBe(true);
+    expect(String(await refused({ batchHandler: async () => {}, maxBatch: 0 }))).toMatch(
+      /maxBatch must be a positive integer; got 0/,
+    );
+  });
+
   it('refuses redelivery delays longer than the inbox was sized for, naming both', async () => {
     const { db } = database();
     const stream = await nats().createStream();

@@ -43,22 +43,30 @@ export async function writeEvents(
       ) as locks`);
   }
   const ids = events.map(() => globalThis.crypto.randomUUID());
-  const insert = tx.insert(outboxEvents).values(
+  // The whole batch travels as ONE JSON parameter and the statement's text never changes:
+  // nothing to build per event, one value to send, one plan. `with ordinality … order by`
+  // hands out `seq` in the caller's order. A JSON `null` payload stays a jsonb null.
+  const rows = JSON.stringify(
     events.map((event, index) => ({
-      id: ids[index] as string,
+      id: ids[index],
       topic: event.topic,
       aggregateKey: event.aggregateKey,
-      // Sent as JSON text: a JSON `null` payload must stay a jsonb null, not SQL NULL.
-      payload: sql`${JSON.stringify(event.payload)}::jsonb`,
+      payload: event.payload,
       headers: event.headers,
     })),
   );
-  if (options.notify) {
-    // Delivered only at commit, and once per transaction: Postgres folds identical
-    // notifications of one transaction. Riding on RETURNING saves a round trip.
-    await insert.returning({ notified: sql`pg_notify(${OUTBOX_CHANNEL}, '')` });
-  } else {
-    await insert;
-  }
+  const insert = sql`insert into ${outboxEvents} (id, topic, aggregate_key, payload, headers)
+    select (e.value->>'id')::uuid, e.value->>'topic', e.value->>'aggregateKey',
+      e.value->'payload', coalesce(e.value->'headers', '{}'::jsonb)
+    from jsonb_array_elements(${rows}::jsonb) with ordinality as e(value, position)
+    order by e.position`;
+  // NOTIFY is delivered only at commit, and once per transaction (Postgres folds identical
+  // notifications of one transaction). In the same statement, it costs no round trip.
+  await tx.execute(
+    options.notify
+      ? sql`with inserted as (${insert} returning 1)
+          select pg_notify(${OUTBOX_CHANNEL}, '') where exists (select 1 from inserted)`
+      : insert,
+  );
   return ids;
 }

@@ -3,6 +3,7 @@ import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { output } from 'zod/v4/core';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
 import type { EventDefinitions, EventSchemas, TopicOf } from '../defineEvents.js';
+import type { BatchItemResult } from '../inbox/handleBatch.js';
 import type { IdempotentConsumer, TransactionOf } from '../inbox/idempotentConsumer.js';
 import type { OutboxMessage } from '../OutboxMessage.js';
 import { decodeJetStreamMessage } from './decodeJetStreamMessage.js';
@@ -28,6 +29,8 @@ export interface JetStreamConsumerEvent {
   deliveryCount?: number;
   retryInMs?: number;
   error?: unknown;
+  /** With `batchHandler`: how many messages the batch had. */
+  batchSize?: number;
 }
 
 export interface ConsumeJetStreamOptions<
@@ -42,8 +45,29 @@ export interface ConsumeJetStreamOptions<
   consumer: Consumer;
   /** Deduplicates by event id; the handler's writes share its transaction. */
   inbox: IdempotentConsumer<TDb>;
-  /** Handles one event; write through `tx` only. Throwing naks the message. */
-  handler: (event: DeliveredEvent<TSchemas>, tx: TransactionOf<TDb>) => Promise<unknown>;
+  /**
+   * Handles one event, in a transaction of its own; write through `tx` only. Throwing naks
+   * the message. Give either `handler` or `batchHandler`.
+   */
+  handler?: (event: DeliveredEvent<TSchemas>, tx: TransactionOf<TDb>) => Promise<unknown>;
+  /**
+   * Handles up to `maxBatch` events at once, in ONE transaction with their inbox rows
+   * (`inbox.handleBatch`: events already handled are left out). If it throws, the batch is
+   * split and retried down to single events, so only a poison event is nak'ed; the others
+   * are acked. Give either `handler` or `batchHandler`.
+   */
+  batchHandler?: (events: DeliveredEvent<TSchemas>[], tx: TransactionOf<TDb>) => Promise<unknown>;
+  /**
+   * The most messages per `batchHandler` call: whatever has arrived, up to this many, is
+   * handled together (a lone message is not held back to fill a batch).
+   * @default 100 with `batchHandler`, 1 with `handler`
+   */
+  maxBatch?: number;
+  /**
+   * Batches (or single messages) handled at the same time, each in its own transaction.
+   * @default 1
+   */
+  concurrency?: number;
   /**
    * Parses payloads with their topic's schema (and types the handler by topic).
    * @default payloads are handed over as decoded JSON
@@ -72,7 +96,7 @@ export interface ConsumeJetStreamOptions<
   };
   /**
    * Messages pulled ahead of the handler.
-   * @default 100
+   * @default the larger of 100 and 2 × maxBatch × concurrency
    */
   maxMessages?: number;
   /**
@@ -83,7 +107,10 @@ export interface ConsumeJetStreamOptions<
 }
 
 export interface JetStreamConsumption {
-  /** Stops pulling, lets the message in hand finish (and be acked), then resolves. */
+  /**
+   * Stops pulling, lets the batches in hand finish (and be acked), naks what was pulled
+   * but not started (so it is redelivered at once), then resolves.
+   */
   stop(): Promise<void>;
   /** Settles when consumption ends (after `stop()`, or if the subscription fails). */
   readonly done: Promise<void>;
@@ -93,19 +120,37 @@ export interface JetStreamConsumption {
  * Feeds a JetStream consumer into an idempotent handler: each message is acknowledged only
  * after the inbox row and the handler's writes committed, and nak'ed with a delay when the
  * handler fails, so JetStream redelivers it; a duplicate is acknowledged without running
- * the handler. Refuses (ConfigurationError) a consumer whose redelivery delays exceed what
- * the inbox's retention was sized for.
+ * the handler. With `batchHandler`, the messages that have arrived are handled together,
+ * one transaction per batch. Refuses (ConfigurationError) a consumer whose redelivery
+ * delays exceed what the inbox's retention was sized for.
  *
  * @example
  * const consumer = await js.consumers.get('ORDERS', 'billing');
  * const consumption = await consumeJetStream({ consumer, inbox: billing, events,
- *   handler: (event, tx) => createInvoice(tx, event.payload) });
+ *   batchHandler: (events, tx) => createInvoices(tx, events) });
  */
 export async function consumeJetStream<
   TDb extends PgDatabaseLike,
   TSchemas extends EventSchemas = EventSchemas,
 >(options: ConsumeJetStreamOptions<TDb, TSchemas>): Promise<JetStreamConsumption> {
   const { consumer, inbox, handler, events } = options;
+  if ((handler === undefined) === (options.batchHandler === undefined)) {
+    throw new ConfigurationError(
+      'consumeJetStream: give exactly one of `handler` (one event per transaction) and ' +
+        '`batchHandler` (many events per transaction).',
+    );
+  }
+  const batchHandler =
+    options.batchHandler ??
+    (async (batch: DeliveredEvent<TSchemas>[], tx: TransactionOf<TDb>) => {
+      for (const event of batch) await handler?.(event, tx);
+    });
+  const maxBatch = positiveInteger('maxBatch', options.maxBatch ?? (handler ? 1 : 100));
+  const concurrency = positiveInteger('concurrency', options.concurrency ?? 1);
+  const maxMessages = positiveInteger(
+    'maxMessages',
+    options.maxMessages ?? Math.max(100, 2 * maxBatch * concurrency),
+  );
   const baseDelayMs = options.nakBackoff?.baseDelayMs ?? 1_000;
   const maxDelayMs = options.nakBackoff?.maxDelayMs ?? 60_000;
   const random = options.nakBackoff?.random ?? Math.random;
@@ -143,53 +188,138 @@ export async function consumeJetStream<
     }
   };
 
-  async function handleMessage(message: JsMsg): Promise<void> {
+  /** The message as the handler's event, or `undefined` once it was terminated. */
+  async function decode(message: JsMsg): Promise<DeliveredEvent<TSchemas> | undefined> {
     const deliveryCount = message.info.deliveryCount;
     const decoded = decodeJetStreamMessage(message);
-    let event: DeliveredEvent<TSchemas>;
     try {
       if (!decoded.ok) throw decoded.error;
       const payload = events
         ? await events.parse(decoded.message.topic as TopicOf<TSchemas>, decoded.message.payload)
         : decoded.message.payload;
-      event = { ...decoded.message, payload, deliveryCount } as DeliveredEvent<TSchemas>;
+      return { ...decoded.message, payload, deliveryCount } as DeliveredEvent<TSchemas>;
     } catch (error) {
       message.term();
       emit({ type: 'rejected', subject: message.subject, deliveryCount, error });
-      return;
+      return undefined;
     }
-    const base = { subject: message.subject, eventId: event.id, deliveryCount };
-    try {
-      const result = await inbox.handle(event, (tx) => handler(event, tx));
-      // Only now: the inbox row and the handler's writes are committed.
-      message.ack();
-      emit({ type: result.status, ...base });
-    } catch (error) {
+  }
+
+  async function handleBatch(messages: JsMsg[]): Promise<void> {
+    const decoded = await Promise.all(messages.map(decode));
+    const ready = messages.flatMap((message, index) => {
+      const event = decoded[index];
+      return event ? [{ message, event }] : [];
+    });
+    if (ready.length === 0) return;
+    const results: BatchItemResult[] = await inbox.handleBatch(
+      ready.map(({ event }) => event),
+      batchHandler,
+    );
+    const batchSize = options.batchHandler ? { batchSize: ready.length } : {};
+    results.forEach((result, index) => {
+      const { message, event } = ready[index] as (typeof ready)[number];
+      const base = {
+        subject: message.subject,
+        eventId: event.id,
+        deliveryCount: event.deliveryCount,
+        ...batchSize,
+      };
+      if (result.status !== 'failed') {
+        // Only now: the inbox row and the handler's writes are committed.
+        message.ack();
+        emit({ type: result.status, ...base });
+        return;
+      }
       const retryInMs = backoffDelay({
-        attempt: Math.max(0, deliveryCount - 1),
+        attempt: Math.max(0, event.deliveryCount - 1),
         baseDelayMs,
         maxDelayMs,
         random,
       });
       message.nak(Math.round(retryInMs));
-      emit({ type: 'failed', ...base, retryInMs, error });
-    }
+      emit({ type: 'failed', ...base, retryInMs, error: result.error });
+    });
   }
 
-  const messages = await consumer.consume({ max_messages: options.maxMessages ?? 100 });
-  const done = (async () => {
+  const messages = await consumer.consume({ max_messages: maxMessages });
+  const queue: JsMsg[] = [];
+  let stopping = false;
+  let pulled = false; // the subscription ended
+  const wakeWorkers: (() => void)[] = [];
+  let wakePuller: (() => void) | undefined;
+  const signalWorkers = () => {
+    for (const wake of wakeWorkers.splice(0)) wake();
+  };
+
+  const puller = (async () => {
     try {
-      for await (const message of messages) await handleMessage(message);
+      for await (const message of messages) {
+        if (stopping) {
+          message.nak();
+          continue;
+        }
+        queue.push(message);
+        signalWorkers();
+        if (queue.length >= maxMessages) {
+          await new Promise<void>((resolve) => {
+            wakePuller = resolve;
+          });
+        }
+      }
     } catch (error) {
       emit({ type: 'error', error });
+    } finally {
+      pulled = true;
+      signalWorkers();
     }
+  })();
+
+  const worker = async () => {
+    for (;;) {
+      while (queue.length === 0 && !pulled && !stopping) {
+        await new Promise<void>((resolve) => {
+          wakeWorkers.push(resolve);
+        });
+      }
+      if (stopping || queue.length === 0) return;
+      const batch = queue.splice(0, maxBatch);
+      wakePuller?.();
+      wakePuller = undefined;
+      try {
+        await handleBatch(batch);
+      } catch (error) {
+        // Not a handler's failure (those are per message): leave the batch to redelivery.
+        for (const message of batch) message.nak();
+        emit({ type: 'error', error });
+      }
+    }
+  };
+
+  const done = (async () => {
+    await Promise.all([puller, ...Array.from({ length: concurrency }, worker)]);
+    // Pulled but never started: back to the stream at once rather than after ack_wait.
+    for (const message of queue.splice(0)) message.nak();
   })();
 
   return {
     done,
     async stop() {
+      stopping = true;
+      signalWorkers();
+      wakePuller?.();
+      wakePuller = undefined;
       await messages.close();
       await done;
     },
   };
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!(Number.isInteger(value) && value > 0)) {
+    throw new ConfigurationError(
+      `consumeJetStream: ${name} must be a positive integer; got ${value}.`,
+    );
+  }
+  return value;
 }
