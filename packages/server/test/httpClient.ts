@@ -54,6 +54,21 @@ export async function mutate(
   return parse(response.status, response.headers, await response.text());
 }
 
+/** POSTs `body` exactly as given (malformed JSON, an empty body) to one procedure. */
+export async function postRaw(
+  url: string,
+  path: string,
+  body: string | undefined,
+  headers: Record<string, string> = {},
+): Promise<RawResponse> {
+  const response = await fetch(`${url}/trpc/${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(body !== undefined && { body }),
+  });
+  return parse(response.status, response.headers, await response.text());
+}
+
 /** One batch the way httpBatchLink sends it: `POST /trpc/a,b?batch=1`, inputs by index. */
 export async function mutateBatch(
   url: string,

@@ -42,10 +42,18 @@ export interface IdempotencyHttpContextOptions {
    */
   resHeaders?: ResponseHeadersLike | undefined;
   /**
-   * tRPC's request info; `info.isBatchCall` is the surest way to tell a batch.
-   * @default undefined (the batch flag is read from `req.url`)
+   * tRPC's request info; `info.isBatchCall` is the surest way to tell a batch, and
+   * `info.calls` names each call's procedure, whose input parsers tell whether a call with
+   * an unreadable or invalid input would ever reach it (if not, nothing is stored).
+   * @default undefined (the batch flag is read from `req.url`; an unreadable body is refused)
    */
-  info?: { isBatchCall: boolean } | undefined;
+  info?: RequestInfoLike | undefined;
+}
+
+/** The part of tRPC's `TRPCRequestInfo` that idem reads. */
+export interface RequestInfoLike {
+  isBatchCall: boolean;
+  calls?: readonly { procedure?: { _def: { inputs: readonly unknown[] } } | null }[];
 }
 
 /** For a server-side call through `createCaller`: the key itself, no HTTP. */
@@ -72,6 +80,11 @@ export interface IdempotencyRequest {
    * the reverse, a malformed batch, more than one key field, a broken quoted string).
    */
   keyOf(batchIndex: number): string | undefined;
+  /**
+   * The input parsers of the procedure called at `batchIndex` (tRPC's
+   * `procedure._def.inputs`), or `undefined` when the request does not say (no `info`).
+   */
+  inputParsersOf?(batchIndex: number): readonly unknown[] | undefined;
   /** The call at `batchIndex` was answered from the store. */
   replayed(batchIndex: number): void;
   /** The call at `batchIndex` was refused with a 409 that a later retry may cure. */
@@ -116,9 +129,11 @@ export function idempotencyContext(
   const statuses = new Map<number, IdempotencyStatus>();
   let retryAfterSeconds = -1;
 
+  const calls = 'req' in options ? options.info?.calls : undefined;
   return {
     idempotencyRequest: {
       keyOf,
+      inputParsersOf: (batchIndex) => calls?.[batchIndex]?.procedure?._def.inputs,
       replayed(batchIndex) {
         if (!responseHeaders) return;
         if (!batch) {

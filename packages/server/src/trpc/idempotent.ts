@@ -28,8 +28,9 @@ import type {
   TransactionModeOptions,
   TransactionOf,
 } from './IdempotentOptions.js';
-import type { IdempotencyRequestContext } from './idempotencyContext.js';
+import type { IdempotencyRequest, IdempotencyRequestContext } from './idempotencyContext.js';
 import { leaseMode } from './leaseMode.js';
+import { procedureInput } from './procedureInput.js';
 import { toTRPCError } from './toTRPCError.js';
 import { type Answer, type ResultLike, transactionMode } from './transactionMode.js';
 import { trpcErrorPolicy } from './trpcErrorPolicy.js';
@@ -170,33 +171,28 @@ export function idempotent(
 
   const derive = options.key;
   /**
-   * The call's key: derived by `key()` when it returns one (the request's key is then
-   * ignored), else the request's; validated either way.
+   * The key `key()` derives, when it returns one (the request's key is then ignored), else
+   * the request's; validated either way.
    */
-  const keyOf = async (
+  const derivedKeyOf = async (
     opts: Parameters<AnyTRPCMiddlewareFunction>[0],
-    request: IdempotencyRequestContext['idempotencyRequest'],
+    request: IdempotencyRequest,
     rawInput: unknown,
   ): Promise<string | undefined> => {
-    if (derive) {
-      // After `.input()`, tRPC hands middlewares the parsed input; before, only the raw one.
-      const input = opts.input !== undefined ? opts.input : rawInput;
-      const derived = await derive({ input, ctx: opts.ctx, path: opts.path });
-      if (derived !== undefined) {
-        try {
-          return validateKey(derived);
-        } catch (error) {
-          if (!isInvalidKeyError(error)) throw error;
-          throw new InvalidKeyError(
-            error.reason,
-            `The key that key() derived for "${opts.path}" is not valid: ${error.message}`,
-            { cause: error },
-          );
-        }
-      }
+    // After `.input()`, tRPC hands middlewares the parsed input; before, only the raw one.
+    const input = opts.input !== undefined ? opts.input : rawInput;
+    const derived = await derive!({ input, ctx: opts.ctx, path: opts.path });
+    if (derived === undefined) return sentKeyOf(request, opts.batchIndex);
+    try {
+      return validateKey(derived);
+    } catch (error) {
+      if (!isInvalidKeyError(error)) throw error;
+      throw new InvalidKeyError(
+        error.reason,
+        `The key that key() derived for "${opts.path}" is not valid: ${error.message}`,
+        { cause: error },
+      );
     }
-    const sent = request.keyOf(opts.batchIndex);
-    return sent === undefined ? undefined : validateKey(sent);
   };
 
   const middleware: AnyTRPCMiddlewareFunction = async (opts) => {
@@ -224,17 +220,29 @@ export function idempotent(
       });
     }
 
-    const rawInput = await rawInputOf(opts);
-    let key: string | undefined;
-    try {
-      key = await keyOf(opts, request, rawInput);
-    } catch (error) {
-      throw toTRPCError(error, request, batchIndex);
-    }
-    if (key === undefined) {
+    const unkeyed = () => {
       if (!required) return opts.next({ ctx: { idempotency: undefined } });
       throw toTRPCError(new InvalidKeyError('missing', MISSING_KEY), request, batchIndex);
+    };
+    let key: string | undefined;
+    // Without key(), a call without a valid key is answered before its input is even read.
+    if (!derive) {
+      try {
+        key = sentKeyOf(request, batchIndex);
+      } catch (error) {
+        throw toTRPCError(error, request, batchIndex);
+      }
+      if (key === undefined) return unkeyed();
     }
+    const { input: rawInput } = await procedureInput(opts, request);
+    if (derive) {
+      try {
+        key = await derivedKeyOf(opts, request, rawInput);
+      } catch (error) {
+        throw toTRPCError(error, request, batchIndex);
+      }
+    }
+    if (key === undefined) return unkeyed();
     const scope = scopeOf(await options.scope({ ctx, path }), path);
     const fingerprint = await fingerprintWithin({ path, input: rawInput }, maxInputBytes);
 
@@ -351,22 +359,8 @@ function asMiddlewareResult(result: ResultLike): Awaited<ReturnType<AnyTRPCMiddl
   >;
 }
 
-/**
- * The call's input as sent. httpLink sends no body for a mutation without input, and tRPC
- * then fails to parse the empty body, although a procedure without an input parser never
- * asks for it: such a call is fingerprinted as having no input, as it runs.
- */
-async function rawInputOf(opts: { getRawInput: () => Promise<unknown> }): Promise<unknown> {
-  try {
-    return await opts.getRawInput();
-  } catch (error) {
-    // tRPC reports the unreadable body as BAD_REQUEST (some versions: PARSE_ERROR).
-    if (
-      error instanceof TRPCError &&
-      (error.code === 'BAD_REQUEST' || error.code === 'PARSE_ERROR')
-    ) {
-      return undefined;
-    }
-    throw error;
-  }
+/** The key the request sent for the call at `batchIndex`, validated, if any. */
+function sentKeyOf(request: IdempotencyRequest, batchIndex: number): string | undefined {
+  const sent = request.keyOf(batchIndex);
+  return sent === undefined ? undefined : validateKey(sent);
 }

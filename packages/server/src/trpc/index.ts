@@ -30,6 +30,7 @@ export {
   type IdempotencyRequestContext,
   idempotencyContext,
   type RequestHeadersLike,
+  type RequestInfoLike,
   type ResponseHeadersLike,
 } from './idempotencyContext.js';
 export { DEFAULT_LOCK_WAIT_MS, DEFAULT_MAX_INPUT_BYTES, idempotent } from './idempotent.js';
