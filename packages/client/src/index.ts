@@ -30,6 +30,7 @@ export {
   isTransientError,
 } from './links/internals/classifyError.js';
 export {
+  KEYED_RETRY_BUDGET,
   type KeyedRetryLinkOptions,
   keyedRetryLink,
   type RetryEvent,

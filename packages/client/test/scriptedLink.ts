@@ -16,7 +16,12 @@ export type Reply =
       omitHttpStatus?: boolean;
     }
   | { networkError: true }
-  | { abortError: true };
+  | { abortError: true }
+  /**
+   * Never answers: the attempt stays in flight until it is unsubscribed, or until the
+   * operation's signal aborts (then it fails with an AbortError, as httpLink does).
+   */
+  | { hang: true };
 
 const CODE_BY_STATUS: Record<number, [string, number]> = {
   400: ['BAD_REQUEST', -32600],
@@ -102,6 +107,22 @@ export function scriptedLink(
         const reply = replyFor(op, index);
         let cancelled = false;
         pending += 1;
+        if ('hang' in reply) {
+          const onAbort = () => {
+            if (cancelled) return;
+            pending -= 1;
+            cancelled = true;
+            observer.error(
+              TRPCClientError.from(new DOMException('This operation was aborted', 'AbortError')),
+            );
+          };
+          op.signal?.addEventListener('abort', onAbort, { once: true });
+          return () => {
+            op.signal?.removeEventListener('abort', onAbort);
+            if (!cancelled) pending -= 1;
+            cancelled = true;
+          };
+        }
         void Promise.resolve().then(() => {
           if (cancelled) return;
           pending -= 1;

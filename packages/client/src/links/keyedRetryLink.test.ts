@@ -8,8 +8,9 @@ import { createTRPCUntypedClient, TRPCClientError, type TRPCLink } from '@trpc/c
 import type { AnyRouter } from '@trpc/server';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { type Reply, scriptedLink } from '../../test/scriptedLink.js';
+import { scriptedLink } from '../../test/scriptedLink.js';
 import { idempotencyLink } from './idempotencyLink.js';
+import { classifyError, isOutcomeUnknown, isTransientError } from './internals/classifyError.js';
 import { type KeyedRetryLinkOptions, keyedRetryLink, type RetryEvent } from './keyedRetryLink.js';
 
 /** Settles a promise into a value, so a rejection is never unhandled while timers run. */
@@ -22,7 +23,7 @@ async function settle<T>(
   );
 }
 
-function setup(replies: readonly Reply[], options: KeyedRetryLinkOptions = {}) {
+function setup(replies: Parameters<typeof scriptedLink>[0], options: KeyedRetryLinkOptions = {}) {
   const server = scriptedLink(replies);
   const retries: RetryEvent[] = [];
   const client = createTRPCUntypedClient({
@@ -246,6 +247,11 @@ describe('keyedRetryLink: options', () => {
     expect(() => keyedRetryLink({ maxRetryAfterMs: 2 ** 31 })).toThrow(/longest timer/);
     expect(() => keyedRetryLink({ deadlineMs: 0 })).toThrow(ConfigurationError);
     expect(() => keyedRetryLink({ deadlineMs: Number.POSITIVE_INFINITY })).not.toThrow();
+    for (const attemptTimeoutMs of [0, -1, Number.NaN, 2 ** 31]) {
+      expect(() => keyedRetryLink({ attemptTimeoutMs })).toThrow(/attemptTimeoutMs/);
+    }
+    expect(() => keyedRetryLink({ attemptTimeoutMs: false })).not.toThrow();
+    expect(() => keyedRetryLink({ attemptTimeoutMs: Number.POSITIVE_INFINITY })).not.toThrow();
   });
 });
 
@@ -412,6 +418,10 @@ describe('keyedRetryLink: budget', () => {
     // The last server error is the cause, and its shape is kept for code that reads data.
     expect((error.cause as Error).cause).toBeInstanceOf(TRPCClientError);
     expect(error.data?.httpStatus).toBe(503);
+    // Not "failed": the call may have run, and a retry with the same key is safe later.
+    expect(error.message).toMatch(/outcome is unknown/);
+    expect(isOutcomeUnknown(error)).toBe(true);
+    expect(isTransientError(error)).toBe(true);
 
     // The next failing call fails at once: one send, no sleep.
     const second = settle(client.query('x'));
@@ -482,6 +492,61 @@ describe('keyedRetryLink: budget', () => {
     expect(
       !secondSettled.ok && isRetryBudgetExhaustedError((secondSettled.error as Error).cause),
     ).toBe(true);
+  });
+
+  it('a budget exhausted after no response: outcome unknown, transient, classified by its cause', async () => {
+    const budget = new RetryBudget({ capacity: 10, retryCost: 10, timeoutCost: 10 });
+    const { client } = setup([{ networkError: true }], { budget, maxAttempts: 10 });
+    const result = settle(client.mutation('order.place', {}, KEYED));
+    await vi.runAllTimersAsync();
+    const settled = await result;
+    expect(settled.ok).toBe(false);
+    if (settled.ok) return;
+    expect(isRetryBudgetExhaustedError((settled.error as Error).cause)).toBe(true);
+    expect(classifyError(settled.error)).toMatchObject({ outcome: 'no-response', transient: true });
+    expect(isOutcomeUnknown(settled.error)).toBe(true);
+  });
+
+  it('the default budget: one client losing 30 % of its replies, 50 calls in flight, never runs dry', async () => {
+    const random = seededRandom(30);
+    const { client } = setup(() => (random() < 0.3 ? { networkError: true } : { data: 'ok' }));
+    const exhausted: unknown[] = [];
+    let running = 0;
+    const call = async (index: number) => {
+      running += 1;
+      await settle(
+        client.mutation('order.place', {}, { context: { idempotencyKey: `k-${index}` } }),
+      ).then((settled) => {
+        if (!settled.ok && isRetryBudgetExhaustedError((settled.error as Error).cause)) {
+          exhausted.push(settled.error);
+        }
+      });
+      running -= 1;
+    };
+    let next = 0;
+    const worker = async () => {
+      while (next < 3_000) await call(next++);
+    };
+    const done = Promise.all(Array.from({ length: 50 }, worker));
+    await vi.runAllTimersAsync();
+    await done;
+    expect(running).toBe(0);
+    expect(exhausted).toEqual([]);
+  });
+
+  it('the default budget still stops a storm: against a dead server, 400 retries and then none', async () => {
+    const { client, server, retries } = setup([{ networkError: true }], { maxAttempts: 5 });
+    const results = Array.from({ length: 300 }, (_, index) =>
+      settle(client.mutation('order.place', {}, { context: { idempotencyKey: `k-${index}` } })),
+    );
+    await vi.runAllTimersAsync();
+    const settled = await Promise.all(results);
+    expect(retries).toHaveLength(400);
+    expect(server.calls).toHaveLength(300 + 400);
+    const refused = settled.filter(
+      (result) => !result.ok && isRetryBudgetExhaustedError((result.error as Error).cause),
+    );
+    expect(refused.length).toBeGreaterThan(0);
   });
 
   it('budget: false never refuses a retry', async () => {
@@ -559,6 +624,98 @@ describe('keyedRetryLink: cancellation', () => {
     const subscription = chain.subscribe({});
     expect(server.pending).toBe(1);
     subscription.unsubscribe();
+    expect(server.pending).toBe(0);
+  });
+});
+
+describe('keyedRetryLink: attemptTimeoutMs', () => {
+  it('aborts an attempt that gets no reply within 10 s (the default) and retries it with the same key', async () => {
+    const server = scriptedLink([{ hang: true }, { data: 'placed' }]);
+    const retries: RetryEvent[] = [];
+    const client = createTRPCUntypedClient({
+      links: [
+        idempotencyLink(),
+        keyedRetryLink({ random: () => 0, onRetry: (event) => retries.push(event) }),
+        server.link,
+      ],
+    });
+    const result = settle(client.mutation('order.place', { sku: 'tea' }));
+    await vi.advanceTimersByTimeAsync(9_999);
+    expect(server.calls).toHaveLength(1);
+    expect(server.pending).toBe(1);
+
+    await vi.advanceTimersByTimeAsync(1);
+    // The hung attempt was cancelled (unsubscribed), not left running beside the retry.
+    expect(retries).toHaveLength(1);
+    const timedOut = retries[0]!.error;
+    expect(timedOut.cause?.name).toBe('TimeoutError');
+    expect(timedOut.message).toMatch(/no reply within attemptTimeoutMs \(10000 ms\)/);
+    expect(isTransientError(timedOut)).toBe(true);
+
+    await vi.runAllTimersAsync();
+    expect(await result).toEqual({ ok: true, value: 'placed' });
+    expect(server.calls).toHaveLength(2);
+    expect(server.pending).toBe(0);
+    const keys = server.calls.map((op) => op.context.idempotencyKey);
+    expect(keys[0]).toBeDefined();
+    expect(keys[1]).toBe(keys[0]);
+  });
+
+  it('an attempt that keeps hanging ends the call after maxAttempts: outcome unknown', async () => {
+    const budget = new RetryBudget({ capacity: 100, retryCost: 5, timeoutCost: 10 });
+    const { client, server } = setup([{ hang: true }], {
+      attemptTimeoutMs: 500,
+      maxAttempts: 3,
+      budget,
+    });
+    const result = settle(client.mutation('order.place', {}, KEYED));
+    await vi.runAllTimersAsync();
+    const settled = await result;
+    expect(settled.ok).toBe(false);
+    if (settled.ok) return;
+    expect((settled.error as TRPCClientError<AnyRouter>).cause?.name).toBe('TimeoutError');
+    expect(isOutcomeUnknown(settled.error)).toBe(true);
+    expect(server.calls).toHaveLength(3);
+    expect(server.pending).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    // Each retry after a timeout paid the timeout cost.
+    expect(budget.available).toBe(80);
+  });
+
+  it('a reply before the timeout clears its timer', async () => {
+    const { client } = setup([{ data: 1 }], { attemptTimeoutMs: 1_000 });
+    expect(await client.query('x')).toBe(1);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it.each([
+    ['false', false],
+    ['Infinity', Number.POSITIVE_INFINITY],
+  ] as const)(
+    'attemptTimeoutMs: %s lets an attempt wait as long as it takes',
+    async (_name, attemptTimeoutMs) => {
+      const { client, server } = setup([{ hang: true }], { attemptTimeoutMs });
+      const result = settle(client.query('x'));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(vi.getTimerCount()).toBe(0);
+      await vi.advanceTimersByTimeAsync(60 * 60_000);
+      expect(server.pending).toBe(1);
+      expect(server.calls).toHaveLength(1);
+      void result;
+    },
+  );
+
+  it('the caller aborting during an attempt cancels it; no timeout fires afterwards', async () => {
+    const controller = new AbortController();
+    const { client, server, retries } = setup([{ hang: true }], { attemptTimeoutMs: 1_000 });
+    const subscription = client.query('x', undefined, { signal: controller.signal });
+    const result = settle(subscription);
+    await vi.advanceTimersByTimeAsync(0);
+    controller.abort();
+    expect((await result).ok).toBe(false);
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(retries).toHaveLength(0);
+    expect(server.calls).toHaveLength(1);
     expect(server.pending).toBe(0);
   });
 });

@@ -4,6 +4,7 @@ import {
   type Random,
   RetryBudget,
   RetryBudgetExhaustedError,
+  type RetryBudgetOptions,
 } from '@idem/core';
 import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
@@ -53,10 +54,22 @@ export interface KeyedRetryLinkOptions<TRouter extends AnyRouter = AnyRouter> {
   /**
    * The whole call, all attempts and sleeps, gets this long from its first send. A retry
    * whose sleep would end past it is not started: the call fails with the last error.
-   * An attempt already in flight is not cut short (pass `signal` for that).
+   * An attempt already in flight is bounded by `attemptTimeoutMs`, not by this, so a call
+   * takes at most about `deadlineMs + attemptTimeoutMs`.
    * @default 30_000
    */
   deadlineMs?: number;
+  /**
+   * How long one attempt may wait for its reply. An attempt still unanswered then is
+   * aborted (its request is cancelled through the terminating link, so `fetch` stops) and
+   * counts as no response: its outcome is unknown, so it is retried like a lost reply (a
+   * mutation with the same key), its error a `TRPCClientError` whose `cause` is a
+   * `DOMException` named `TimeoutError`. Without it, a request the network swallowed
+   * waits for the operating system to give up, minutes later. `false` or `Infinity` turn
+   * it off; set it above the slowest procedure's normal reply time.
+   * @default 10_000
+   */
+  attemptTimeoutMs?: number | false;
   /**
    * Replaces the default decision of which failures to retry (`isTransientError`, handed
    * in as `transient`). It cannot make an unkeyed mutation retryable, and `maxAttempts`,
@@ -66,14 +79,16 @@ export interface KeyedRetryLinkOptions<TRouter extends AnyRouter = AnyRouter> {
   retryOn?: (context: RetryOnContext<TRouter>) => boolean;
   /**
    * The token bucket every retry must pay for; successes refill it. When it is empty a
-   * call fails at once, with a `TRPCClientError` whose `cause` is `RetryBudgetExhaustedError`,
+   * call that fails is not retried: it fails at once, with a `TRPCClientError` whose
+   * `cause` is `RetryBudgetExhaustedError` (its outcome unknown, see `isOutcomeUnknown`),
    * instead of adding load to a failing server. A retry after no response costs the
    * budget's `timeoutCost`, one after an error response its `retryCost`.
    *
    * Each `keyedRetryLink()` makes its own budget. To bound the retries of several clients
    * (say, a browser app with two tRPC clients for the same API), pass them one shared
-   * `new RetryBudget()`. `false` turns the budget off.
-   * @default new RetryBudget() (capacity 500, retry 5, timeout 10, refund 1)
+   * `new RetryBudget(KEYED_RETRY_BUDGET)`. `false` turns the budget off.
+   * @default new RetryBudget(KEYED_RETRY_BUDGET) (capacity 2,000; every retry 5; every
+   * successful call refunds 5)
    */
   budget?: RetryBudget | false;
   /**
@@ -92,6 +107,30 @@ export interface KeyedRetryLinkOptions<TRouter extends AnyRouter = AnyRouter> {
   random?: Random;
 }
 
+/**
+ * The sizing of the budget each `keyedRetryLink()` gets by default: every retry costs 5
+ * tokens, whatever failed, and every successful call earns 5 back (a first-try success
+ * `successRefund`, a success after retries the refund of its last retry). Retries are
+ * therefore free for as long as they do not outnumber successful calls, which covers a
+ * client that loses 30 % of its replies (0.43 retries per success) or even 40 %
+ * (0.67); past 50 % of attempts failing the bucket drains, and once it is empty the
+ * client stops retrying until calls succeed again. The 2,000 tokens are a burst of 400
+ * retries for an outage (a server restart): enough for 50 calls in flight to use all
+ * their attempts through a restart, twice over, so the bucket still holds tokens when the
+ * server is back and refills from there.
+ *
+ * A lost reply of a keyed call is the cheapest retry there is (the server answers it
+ * from its store), so it costs no more than any other; core's `RetryBudget` defaults
+ * (capacity 500, a retry after no response 10, a success 1) are AWS's, sized for
+ * unkeyed calls, and drain at a steady 30 % loss of replies.
+ */
+export const KEYED_RETRY_BUDGET: Readonly<RetryBudgetOptions> = Object.freeze({
+  capacity: 2_000,
+  retryCost: 5,
+  timeoutCost: 5,
+  successRefund: 5,
+});
+
 /** setTimeout fires at once for delays above 2^31 − 1 ms, so no option may exceed it. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -106,7 +145,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * 429, 500, 502, 503 and 504. The
  * wait is exponential backoff with full jitter and a cap; a `Retry-After` from the server
  * (seconds or an HTTP date) is a floor, bounded by `maxRetryAfterMs`. A shared retry
- * budget stops retry storms, `deadlineMs` bounds the whole call, and aborting the call's
+ * budget stops retry storms, `attemptTimeoutMs` bounds each attempt (a timed-out attempt
+ * is a lost reply), `deadlineMs` bounds the whole call, and aborting the call's
  * `signal` or unsubscribing ends a pending sleep at once. Subscriptions pass through.
  *
  * @example
@@ -125,11 +165,23 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
   const baseDelayMs = options.baseDelayMs ?? 200;
   const maxDelayMs = options.maxDelayMs ?? 10_000;
   const deadlineMs = options.deadlineMs ?? 30_000;
+  const attemptTimeoutMs =
+    options.attemptTimeoutMs === false
+      ? Number.POSITIVE_INFINITY
+      : (options.attemptTimeoutMs ?? 10_000);
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
   const random = options.random ?? Math.random;
   const { retryOn, onRetry } = options;
-  validateOptions({ maxAttempts, baseDelayMs, maxDelayMs, deadlineMs, maxRetryAfterMs });
-  const budget = options.budget === false ? undefined : (options.budget ?? new RetryBudget());
+  validateOptions({
+    maxAttempts,
+    baseDelayMs,
+    maxDelayMs,
+    deadlineMs,
+    attemptTimeoutMs,
+    maxRetryAfterMs,
+  });
+  const budget =
+    options.budget === false ? undefined : (options.budget ?? new RetryBudget(KEYED_RETRY_BUDGET));
   let warnedUnkeyed = false;
 
   return () =>
@@ -154,6 +206,7 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
         let attempt = 0;
         let inFlight: Unsubscribable | undefined;
         let timer: ReturnType<typeof setTimeout> | undefined;
+        let attemptTimer: ReturnType<typeof setTimeout> | undefined;
         let stopListeningForAbort: (() => void) | undefined;
         let lastRetryCost: number | undefined;
         let succeeded = false;
@@ -166,10 +219,22 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
           );
         };
 
+        const stopAttemptTimer = () => {
+          clearTimeout(attemptTimer);
+          attemptTimer = undefined;
+        };
+
         const send = () => {
           attempt += 1;
-          inFlight = next(op).subscribe({
+          let answered = false;
+          // Set when this attempt timed out: tRPC's observables still deliver what a
+          // cancelled request reports (httpLink's AbortError), which must not count.
+          let abandoned = false;
+          const attemptSubscription = next(op).subscribe({
             next(envelope) {
+              if (abandoned) return;
+              answered = true;
+              stopAttemptTimer();
               if (!succeeded) {
                 succeeded = true;
                 // A success after retries refunds the last retry's cost in full (as in the
@@ -178,9 +243,36 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
               }
               observer.next(envelope);
             },
-            error: (error) => onAttemptFailed(error),
-            complete: () => observer.complete(),
+            error: (error) => {
+              if (abandoned) return;
+              answered = true;
+              stopAttemptTimer();
+              onAttemptFailed(error);
+            },
+            complete: () => {
+              if (abandoned) return;
+              stopAttemptTimer();
+              observer.complete();
+            },
           });
+          inFlight = attemptSubscription;
+          // A terminating link may answer synchronously, before the timer would be set.
+          if (answered || !Number.isFinite(attemptTimeoutMs)) return;
+          attemptTimer = setTimeout(() => {
+            attemptTimer = undefined;
+            abandoned = true;
+            // Unsubscribing cancels the request (httpLink aborts its fetch).
+            attemptSubscription.unsubscribe();
+            onAttemptFailed(
+              TRPCClientError.from(
+                new DOMException(
+                  `keyedRetryLink: no reply within attemptTimeoutMs (${attemptTimeoutMs} ms); ` +
+                    'the attempt was aborted and its outcome is unknown.',
+                  'TimeoutError',
+                ),
+              ),
+            );
+          }, attemptTimeoutMs);
         };
 
         const onAttemptFailed = (error: TRPCClientError<TRouter>) => {
@@ -208,13 +300,17 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
             if (!budget.tryAcquire(kind)) {
               const exhausted = new RetryBudgetExhaustedError({ cause: error });
               return observer.error(
-                new TRPCClientError<TRouter>(exhausted.message, {
-                  cause: exhausted,
-                  // Keep the server's error shape, so code that reads `error.data.code`
-                  // still sees why the call failed; `cause` says why it was not retried.
-                  result: error.shape ? { id: null, error: error.shape } : null,
-                  ...(error.meta ? { meta: error.meta } : {}),
-                }),
+                new TRPCClientError<TRouter>(
+                  `${exhausted.message} The call's outcome is unknown (isOutcomeUnknown(error) ` +
+                    'is true): it may have run; retry it later with the same idempotency key.',
+                  {
+                    cause: exhausted,
+                    // Keep the server's error shape, so code that reads `error.data.code`
+                    // still sees why the call failed; `cause` says why it was not retried.
+                    result: error.shape ? { id: null, error: error.shape } : null,
+                    ...(error.meta ? { meta: error.meta } : {}),
+                  },
+                ),
               );
             }
             lastRetryCost = budget.costOf(kind);
@@ -250,6 +346,7 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
 
         return () => {
           clearTimeout(timer);
+          stopAttemptTimer();
           stopListeningForAbort?.();
           inFlight?.unsubscribe();
         };
@@ -262,6 +359,7 @@ function validateOptions(values: {
   baseDelayMs: number;
   maxDelayMs: number;
   deadlineMs: number;
+  attemptTimeoutMs: number;
   maxRetryAfterMs: number;
 }): void {
   if (!Number.isInteger(values.maxAttempts) || values.maxAttempts < 1) {
@@ -281,6 +379,16 @@ function validateOptions(values: {
   if (!(values.deadlineMs > 0)) {
     throw new ConfigurationError(
       `keyedRetryLink: deadlineMs must be more than 0 (Infinity for no deadline); got ${values.deadlineMs}.`,
+    );
+  }
+  const { attemptTimeoutMs } = values;
+  if (
+    !(attemptTimeoutMs > 0) ||
+    (attemptTimeoutMs > MAX_TIMER_MS && attemptTimeoutMs !== Number.POSITIVE_INFINITY)
+  ) {
+    throw new ConfigurationError(
+      `keyedRetryLink: attemptTimeoutMs must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, ` +
+        `or false / Infinity for no per-attempt timeout; got ${attemptTimeoutMs}.`,
     );
   }
 }

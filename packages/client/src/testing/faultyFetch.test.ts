@@ -84,7 +84,7 @@ describe('faultyFetch', () => {
     );
     expect(server.fetch).toHaveBeenCalledWith('http://idem.test/x', { method: 'POST', body: '{}' });
     expect(server.state).toEqual({ received: 1, bodiesRead: 1 });
-    expect(fetch.counters).toEqual({ sent: 1, dropped: 1, failedBeforeSend: 0 });
+    expect(fetch.counters).toEqual({ sent: 1, dropped: 1, failedBeforeSend: 0, hung: 0 });
   });
 
   it('"fail before send" never reaches the server', async () => {
@@ -92,7 +92,7 @@ describe('faultyFetch', () => {
     const fetch = faultyFetch({ failBeforeSendRate: 1, fetch: server.fetch });
     await expect(fetch('http://idem.test/x')).rejects.toThrow(TypeError);
     expect(server.fetch).not.toHaveBeenCalled();
-    expect(fetch.counters).toEqual({ sent: 0, dropped: 0, failedBeforeSend: 1 });
+    expect(fetch.counters).toEqual({ sent: 0, dropped: 0, failedBeforeSend: 1, hung: 0 });
   });
 
   it('passes responses through untouched when no fault is drawn', async () => {
@@ -100,7 +100,7 @@ describe('faultyFetch', () => {
     const fetch = faultyFetch({ fetch: server.fetch });
     const response = await fetch('http://idem.test/x');
     expect(await response.json()).toEqual({ result: { data: 1 } });
-    expect(fetch.counters).toEqual({ sent: 1, dropped: 0, failedBeforeSend: 0 });
+    expect(fetch.counters).toEqual({ sent: 1, dropped: 0, failedBeforeSend: 0, hung: 0 });
   });
 
   it('uses the global fetch when none is given, looked up at call time', async () => {
@@ -147,10 +147,68 @@ describe('faultyFetch', () => {
     expect(server.fetch).not.toHaveBeenCalled();
   });
 
+  it('"hang" sends, lets the server finish, then waits until the signal aborts', async () => {
+    const server = countingServer();
+    const fetch = faultyFetch({ hangRate: 1, fetch: server.fetch });
+    const controller = new AbortController();
+    let settled = false;
+    const pending = fetch('http://idem.test/x', { signal: controller.signal }).then(
+      () => expect.unreachable(),
+      (error: unknown) => {
+        settled = true;
+        return error;
+      },
+    );
+    await vi.waitFor(() => expect(server.state).toEqual({ received: 1, bodiesRead: 1 }));
+    // Nothing settles it but the abort: give every pending callback a few turns first.
+    for (let turn = 0; turn < 10; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    controller.abort(new DOMException('gave up', 'TimeoutError'));
+    expect(((await pending) as Error).name).toBe('TimeoutError');
+    expect(fetch.counters).toEqual({ sent: 1, dropped: 0, failedBeforeSend: 0, hung: 1 });
+  });
+
+  it('hangRate takes its share of the drop draw, so a seed drops the same requests with or without it', async () => {
+    const withoutHangs = await outcomes({ dropResponseRate: 0.3, seed: 5 }, 200);
+    const server = countingServer();
+    const fetch = faultyFetch({
+      dropResponseRate: 0.3,
+      hangRate: 0.2,
+      seed: 5,
+      fetch: server.fetch,
+    });
+    const withHangs: string[] = [];
+    for (let index = 0; index < 200; index++) {
+      const controller = new AbortController();
+      const before = fetch.counters;
+      let settled = false;
+      const call = fetch('http://idem.test/x', { signal: controller.signal }).then(
+        () => 'ok',
+        () => (fetch.counters.dropped > before.dropped ? 'dropped' : 'hung'),
+      );
+      void call.then(() => {
+        settled = true;
+      });
+      // A hung call stays pending once counted; abort it to move on.
+      await vi.waitFor(() => expect(settled || fetch.counters.hung > before.hung).toBe(true), {
+        interval: 1,
+        timeout: 10_000,
+      });
+      if (!settled) controller.abort();
+      withHangs.push(await call);
+    }
+    expect(withHangs.map((outcome) => (outcome === 'dropped' ? 'dropped' : 'ok'))).toEqual(
+      withoutHangs.map((outcome) => (outcome === 'dropped' ? 'dropped' : 'ok')),
+    );
+    expect(withHangs.filter((outcome) => outcome === 'hung').length / 200).toBeCloseTo(0.2, 1);
+  });
+
   it('refuses rates outside [0, 1] and bad delays', () => {
     expect(() => faultyFetch({ dropResponseRate: 1.5 })).toThrow(RangeError);
     expect(() => faultyFetch({ failBeforeSendRate: -0.1 })).toThrow(RangeError);
     expect(() => faultyFetch({ dropResponseRate: Number.NaN })).toThrow(RangeError);
+    expect(() => faultyFetch({ hangRate: 2 })).toThrow(RangeError);
+    expect(() => faultyFetch({ dropResponseRate: 0.6, hangRate: 0.5 })).toThrow(/at most 1/);
     expect(() => faultyFetch({ delayMs: -1 })).toThrow(RangeError);
     expect(() => faultyFetch({ delayMs: [200, 100] })).toThrow(RangeError);
   });
@@ -236,6 +294,46 @@ describe('faultyFetch under the links (a unit-sized version of the integration t
       expect(fetch.counters.failedBeforeSend).toBeGreaterThan(0);
     },
   );
+
+  it('hung replies: attemptTimeoutMs aborts each one (its fetch ends) and the retry replays', async () => {
+    vi.useFakeTimers();
+    const server = dedupingServer();
+    const faulty = faultyFetch({
+      dropResponseRate: 0.1,
+      hangRate: 0.2,
+      seed: 2026,
+      fetch: server.fetch,
+    });
+    let fetchesPending = 0;
+    const fetch: typeof faulty = Object.assign(
+      (input: string | URL | Request, init?: Parameters<typeof faulty>[1]) => {
+        fetchesPending += 1;
+        return faulty(input, init).finally(() => {
+          fetchesPending -= 1;
+        });
+      },
+      { counters: faulty.counters },
+    );
+    const client = createTRPCUntypedClient({
+      links: [
+        idempotencyLink(),
+        keyedRetryLink({ maxAttempts: 12, budget: false, attemptTimeoutMs: 2_000 }),
+        httpLink({ url: 'http://idem.test/trpc', fetch, headers: idempotencyHeaders }),
+      ],
+    });
+    const results = Array.from({ length: 100 }, (_, index) =>
+      client.mutation('order.place', { index }).then(
+        (value) => ({ ok: true, value }),
+        (error: unknown) => ({ ok: false, error }),
+      ),
+    );
+    await vi.runAllTimersAsync();
+    const settled = await Promise.all(results);
+    expect(settled.find((result) => !result.ok)).toBeUndefined();
+    expect(server.effects).toBe(100);
+    expect(faulty.counters.hung).toBeGreaterThan(10);
+    expect(fetchesPending).toBe(0);
+  });
 
   it('the same workload without keys runs more than once per call (why keys exist)', async () => {
     vi.useFakeTimers();

@@ -23,6 +23,15 @@ export interface FaultyFetchOptions {
    */
   dropResponseRate?: number;
   /**
+   * Share of requests, 0–1, that are sent and fully processed by the server, and whose
+   * response then never arrives: the call stays pending until `init.signal` aborts (and
+   * rejects with its reason), as over a connection that went silent. What a per-attempt
+   * timeout (`keyedRetryLink`'s `attemptTimeoutMs`) is for. `dropResponseRate +
+   * hangRate` is at most 1.
+   * @default 0
+   */
+  hangRate?: number;
+  /**
    * Share of requests, 0–1, that fail with a network error without being sent.
    * @default 0
    */
@@ -55,6 +64,8 @@ export interface FaultyFetchCounters {
   dropped: number;
   /** Requests that failed without being sent. */
   failedBeforeSend: number;
+  /** Sent requests whose response never arrived (pending until aborted). */
+  hung: number;
 }
 
 /** A `fetch` usable as the global one and as the `fetch` option of tRPC's HTTP links. */
@@ -71,12 +82,15 @@ export interface FaultyFetch {
  *   response, body included, is read and then discarded, and the caller gets a
  *   `TypeError('fetch failed')` like a reset connection gives. From the client's side the
  *   outcome is unknown, which is exactly when only an idempotency key makes a retry safe;
+ * - hang (`hangRate`): the request IS sent and the server runs it, but the response never
+ *   comes: the promise settles only when `init.signal` aborts;
  * - fail before send (`failBeforeSendRate`): a `TypeError` without sending anything;
  * - delay (`delayMs`): latency before each request; an abort of `init.signal` during it
  *   rejects at once.
  *
- * Each call draws the same three random numbers (fail, drop, delay) from a seeded PRNG,
- * whatever happens, so the faults depend only on the seed and the order of calls.
+ * Each call draws the same three random numbers (fail, drop-or-hang, delay) from a seeded
+ * PRNG, whatever happens, so the faults depend only on the seed and the order of calls
+ * (and a seed gives the same drops with or without `hangRate`).
  *
  * @example
  * const fetch = faultyFetch({ dropResponseRate: 0.3, failBeforeSendRate: 0.1, seed: 42 });
@@ -84,10 +98,16 @@ export interface FaultyFetch {
  */
 export function faultyFetch(options: FaultyFetchOptions = {}): FaultyFetch {
   const dropResponseRate = rate('dropResponseRate', options.dropResponseRate ?? 0);
+  const hangRate = rate('hangRate', options.hangRate ?? 0);
+  if (dropResponseRate + hangRate > 1) {
+    throw new RangeError(
+      `faultyFetch: dropResponseRate + hangRate must be at most 1; got ${dropResponseRate} + ${hangRate}.`,
+    );
+  }
   const failBeforeSendRate = rate('failBeforeSendRate', options.failBeforeSendRate ?? 0);
   const [minDelayMs, maxDelayMs] = delayRange(options.delayMs ?? 0);
   const random = seededRandom(options.seed ?? 1);
-  const counters: FaultyFetchCounters = { sent: 0, dropped: 0, failedBeforeSend: 0 };
+  const counters: FaultyFetchCounters = { sent: 0, dropped: 0, failedBeforeSend: 0, hung: 0 };
 
   const faulty = async (
     input: string | URL | Request,
@@ -111,10 +131,15 @@ export function faultyFetch(options: FaultyFetchOptions = {}): FaultyFetch {
     const send = options.fetch ?? globalThis.fetch;
     // An absent signal is `undefined` (tRPC) or `null` (RequestInit): fetch takes either.
     const response = await send(input, init as RequestInit | undefined);
-    if (dropDraw < dropResponseRate) {
+    const hangs = dropDraw >= dropResponseRate && dropDraw < dropResponseRate + hangRate;
+    if (dropDraw < dropResponseRate || hangs) {
       // Read the whole body first: the server has then finished the request (a streamed
       // reply included), so "dropped" really means "ran on the server, lost on the way".
       await response.arrayBuffer();
+      if (hangs) {
+        counters.hung += 1;
+        return waitForAbort(signal ?? undefined);
+      }
       counters.dropped += 1;
       throw networkError('the response was dropped after the server processed the request');
     }
@@ -130,6 +155,14 @@ export function faultyFetch(options: FaultyFetchOptions = {}): FaultyFetch {
 /** What `fetch` rejects with when the network fails (undici's message; browsers differ). */
 function networkError(detail: string): TypeError {
   return new TypeError('fetch failed', { cause: new Error(`faultyFetch: ${detail}`) });
+}
+
+/** Never resolves; rejects with the signal's reason once it aborts (never without one). */
+function waitForAbort(signal: AbortSignal | undefined): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
