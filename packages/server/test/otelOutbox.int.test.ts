@@ -195,5 +195,50 @@ for (const backend of backends) {
       );
       expect(Number(inbox?.n)).toBe(2);
     });
+
+    it('idem.outbox.consume.lag and idem.inbox.handled for a batch consumer: per event of the batch', async () => {
+      const { otel, events, placeOrders, relayWith, billing } = await setUp();
+      await placeOrders('o-1', 'o-2', 'o-3');
+      const relay = relayWith(
+        inProcessPublisher(
+          {
+            'order.placed': {
+              batch: (messages) =>
+                billing.handleBatch(messages, async (fresh, tx) => {
+                  // The second is a poison event: it fails alone, its neighbours commit.
+                  if (fresh.some((message) => message.payload.orderId === 'o-2')) {
+                    throw new RangeError('no such customer');
+                  }
+                  await tx.execute(sql`select 1`);
+                }),
+            },
+          },
+          { events },
+        ),
+        { maxAttempts: 3 },
+      );
+      const round = await relay.runOnce();
+      expect(round.published).toBe(2);
+      expect(round.retried).toBe(1);
+
+      const consumer = { 'messaging.consumer.group.name': 'billing', ...PLACED };
+      const handled = await otel.points('idem.inbox.handled');
+      expect(handled).toHaveLength(2);
+      expect(handled).toContainEqual({
+        attributes: { ...consumer, 'idem.outcome': 'processed' },
+        value: 2,
+      });
+      expect(handled).toContainEqual({
+        attributes: { ...consumer, 'idem.outcome': 'failed', 'error.type': 'RangeError' },
+        value: 1,
+      });
+      const [lag, ...others] = await otel.points('idem.outbox.consume.lag');
+      expect(others).toEqual([]);
+      expect(lag?.count).toBe(2);
+      expectLags(lag ?? {});
+      expect(await otel.points('idem.outbox.retries')).toEqual([
+        { attributes: { ...PLACED, 'error.type': 'RangeError' }, value: 1 },
+      ]);
+    });
   });
 }
