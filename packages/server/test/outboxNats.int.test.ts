@@ -283,7 +283,7 @@ describe('NATS JetStream on Postgres', () => {
         batchHandler: async (batch, tx) => {
           batchSizes.push(batch.length);
           for (const event of batch) await recordEffect(event.id)(tx);
-          if (!cured && batch.some((event) => event.payload.poison)) {
+          if (!cured && batch.some((event) => 'poison' in event.payload && event.payload.poison)) {
             throw new Error('poison');
           }
         },

@@ -1,1 +1,7 @@
+export {
+  type NatsCluster,
+  type NatsClusterNode,
+  type StartNatsClusterOptions,
+  startNatsCluster,
+} from '../outbox/testing/startNatsCluster.js';
 export { type FetchServer, serveFetch } from './serveFetch.js';
