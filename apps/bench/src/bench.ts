@@ -15,16 +15,28 @@ import { currentLoad, machineInfo } from './lib/machine.js';
 import { createScratchDatabase } from './lib/scratchDatabase.js';
 import { formatTable, type ResultRow } from './lib/table.js';
 import { duplicateStorm } from './scenarios/duplicateStorm.js';
+import { engineVsFloor } from './scenarios/engineVsFloor.js';
 import { growth } from './scenarios/growth.js';
 import { httpOverhead } from './scenarios/httpOverhead.js';
 import { memory } from './scenarios/memory.js';
 import { outbox } from './scenarios/outbox.js';
 import type { RunContext } from './scenarios/RunContext.js';
 import { roundTrips } from './scenarios/roundTrips.js';
+import { serverCpu } from './scenarios/serverCpu.js';
 import { storeVsFloor } from './scenarios/storeVsFloor.js';
 import { CREATE_BENCH_TABLES } from './server/schema.js';
 
-const SCENARIOS = ['trips', 'http', 'storm', 'store', 'outbox', 'growth', 'memory'] as const;
+const SCENARIOS = [
+  'trips',
+  'http',
+  'storm',
+  'store',
+  'engine',
+  'cpu',
+  'outbox',
+  'growth',
+  'memory',
+] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 function parseArgs(argv: readonly string[]) {
@@ -105,6 +117,8 @@ runMain(async () => {
     await server.stop();
   }
   await run('store', () => storeVsFloor(context));
+  await run('engine', () => engineVsFloor(context));
+  await run('cpu', () => serverCpu(context));
   await run('outbox', () => outbox(context));
   await run('growth', () => growth(context));
   await run('memory', () => memory(context));

@@ -63,6 +63,11 @@ export async function roundTrips(context: RunContext): Promise<void> {
     const variants: [string, string, (index: number) => Promise<unknown>][] = [
       ['plain (no idem)', '1 INSERT', () => call(undefined).plain(input)],
       [
+        'plainTx (no idem, in a transaction)',
+        'BEGIN, INSERT, COMMIT',
+        () => call(undefined).plainTx(input),
+      ],
+      [
         'lease mode',
         '+ claim, + completion',
         (index) => {

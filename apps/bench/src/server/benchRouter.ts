@@ -22,10 +22,12 @@ const orderInput = z.object({
 type OrderInput = z.infer<typeof orderInput>;
 
 /**
- * One mutation, four ways: the same one-row INSERT without idem (`plain`), under idem's
- * lease mode (claim, INSERT, fenced completion), under transaction mode (claim, INSERT and
- * completion in one transaction), and lease mode that waits for a busy key (`leaseWait`,
- * for the duplicate storm). Replays hit `lease` and `transaction` with completed keys.
+ * One mutation, five ways: the same one-row INSERT without idem (`plain`, autocommit), the
+ * same INSERT inside a plain `db.transaction` (`plainTx`: what a procedure that needs
+ * transaction mode costs without idem), under idem's lease mode (claim, INSERT, fenced
+ * completion), under transaction mode (claim, INSERT and completion in one transaction),
+ * and lease mode that waits for a busy key (`leaseWait`, for the duplicate storm). Replays
+ * hit `lease` and `transaction` with completed keys.
  */
 export function createBenchRouter(db: PgDatabaseLike) {
   const t = initTRPC.context<BenchContext>().create({
@@ -47,6 +49,10 @@ export function createBenchRouter(db: PgDatabaseLike) {
     plain: t.procedure
       .input(orderInput)
       .mutation(({ ctx, input }) => insertOrder(db, ctx.principal, input)),
+
+    plainTx: t.procedure
+      .input(orderInput)
+      .mutation(({ ctx, input }) => db.transaction((tx) => insertOrder(tx, ctx.principal, input))),
 
     lease: t.procedure
       .use(idempotent({ db, scope }))
