@@ -87,8 +87,15 @@ export function createAppRouter(
 export type AppRouter = ReturnType<typeof createAppRouter>;
 
 export interface KeyedRetriesServer {
-  /** The tRPC endpoint, e.g. `http://127.0.0.1:54321/trpc`. */
-  trpcUrl: string;
+  /** The tRPC endpoint, e.g. `http://127.0.0.1:54321/trpc`; a new port after `restart`. */
+  readonly trpcUrl: string;
+  /**
+   * A server restart as the client sees it: every open connection is reset, then
+   * connections are refused for `downMs`, then the app serves again on a new port (read
+   * `trpcUrl` again). Procedures already running when it stops finish on the database,
+   * their replies lost.
+   */
+  restart(downMs: number): Promise<void>;
   /** How often each idem event happened so far (claimed, replayed, in_progress, …). */
   events(): Record<IdempotencyEventType, number>;
   /** tRPC operations received so far: a batch request carries several. */
@@ -120,20 +127,29 @@ export async function startServer(databaseUrl = DATABASE_URL): Promise<KeyedRetr
       events[event.type] += 1;
     });
     let operationsReceived = 0;
-    const http = await serveFetch((req) => {
-      operationsReceived += operationsIn(req.url);
-      return fetchRequestHandler({
-        endpoint: '/trpc',
-        req,
-        router,
-        createContext: ({ req, resHeaders }): Context => ({
-          ...idempotencyContext({ req, resHeaders }),
-          user: req.headers.get('x-user') ?? 'anonymous',
-        }),
+    const serve = () =>
+      serveFetch((req) => {
+        operationsReceived += operationsIn(req.url);
+        return fetchRequestHandler({
+          endpoint: '/trpc',
+          req,
+          router,
+          createContext: ({ req, resHeaders }): Context => ({
+            ...idempotencyContext({ req, resHeaders }),
+            user: req.headers.get('x-user') ?? 'anonymous',
+          }),
+        });
       });
-    });
+    let http = await serve();
     return {
-      trpcUrl: `${http.url}/trpc`,
+      get trpcUrl() {
+        return `${http.url}/trpc`;
+      },
+      async restart(downMs) {
+        await http.close();
+        await new Promise((resolve) => setTimeout(resolve, downMs));
+        http = await serve();
+      },
       events: () => ({ ...events }),
       operationsReceived: () => operationsReceived,
       placedRows: (prefix) =>

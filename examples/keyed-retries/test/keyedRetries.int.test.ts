@@ -1,5 +1,5 @@
 import { mkdir, writeFile } from 'node:fs/promises';
-import { idempotencyHeaders, idempotencyLink, keyedRetryLink, RetryBudget } from '@idem/client';
+import { idempotencyHeaders, idempotencyLink, keyedRetryLink } from '@idem/client';
 import { seededRandom } from '@idem/core';
 import { createTRPCClient, httpBatchLink, httpLink, retryLink, type TRPCLink } from '@trpc/client';
 import superjson from 'superjson';
@@ -142,17 +142,9 @@ function clientLinks(
       baseDelayMs: 5,
       maxDelayMs: 200,
       maxAttempts: MAX_ATTEMPTS,
-      // The deliberate 40 % failure rate is a retry storm by the budget's definition. A
-      // call needs 0.4 / 0.6 ≈ 0.67 retries on average, each after no response, which costs
-      // the default bucket 10 tokens; it gets back 1 per first-try success and 10 per
-      // success after retries (≈ 4.6 per call): a net drain of ≈ 2 tokens per call. The
-      // default 500 run dry within the first few hundred calls, and from then on a call
-      // whose tokens ran out fails at once with RetryBudgetExhaustedError (with the default
-      // budget, about 180 of these 1,000 calls did). In production that is the budget doing
-      // its job: when 40 % of attempts fail, the network or the server is broken, and
-      // retrying everything only adds load. Here the faults are the point, so the bucket
-      // holds about ten times this workload's expected drain (≈ 2,000 tokens).
-      budget: new RetryBudget({ capacity: 20_000 }),
+      // The default budget (KEYED_RETRY_BUDGET): at 40 % of attempts failing a call needs
+      // 0.4 / 0.6 ≈ 0.67 retries, 5 tokens each, and earns 5 back per successful call, so
+      // the bucket gains about 1.7 tokens per call and never runs dry.
       random: seededRandom(seed),
       onRetry,
     }),
