@@ -101,6 +101,7 @@ describe('a 3-node NATS JetStream cluster, its stream leader killed mid-run', ()
       events,
       maxBatch: 100,
       concurrency: 2,
+      pullExpiresMs: 4_000,
       nakBackoff: { baseDelayMs: 50, maxDelayMs: 500 },
       batchHandler: async (batch, tx) => {
         await tx.execute(

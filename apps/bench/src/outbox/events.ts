@@ -1,4 +1,4 @@
-import { defineEvents } from '@idem/server';
+import { defineEvents, type PgDatabaseLike } from '@idem/server';
 import { sql } from 'drizzle-orm';
 import { integer, pgTable, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { z } from 'zod';
@@ -28,6 +28,21 @@ export const CREATE_CONSUMED_TABLE = `
     n integer not null,
     consumed_at timestamptz not null default clock_timestamp()
   )`;
+
+/**
+ * The consumer's writes for a batch of fresh events: one INSERT, its rows as one JSON
+ * parameter (what a batch handler should do: one statement per batch, not per event).
+ */
+export async function recordConsumed(
+  tx: PgDatabaseLike,
+  events: readonly { id: string; payload: { n: number } }[],
+): Promise<void> {
+  const rows = JSON.stringify(events.map((event) => ({ event_id: event.id, n: event.payload.n })));
+  await tx.execute(
+    sql`insert into bench_consumed (event_id, n)
+      select event_id, n from jsonb_to_recordset(${rows}::jsonb) as r(event_id uuid, n integer)`,
+  );
+}
 
 /** The consumer's name in `idem_inbox`. */
 export const CONSUMER_NAME = 'bench';

@@ -1,7 +1,8 @@
 /**
- * The NATS side's consumer, in its own process: `CONSUMERS` concurrent `consumeJetStream`
- * loops on the durable consumer `DURABLE` of stream `STREAM`, each handling one message at a
- * time through the idempotent consumer (inbox row + `bench_consumed` row, then ack).
+ * The NATS side's consumer, in its own process: one `consumeJetStream` on the durable
+ * consumer `DURABLE` of stream `STREAM` (servers `NATS_URL`, comma-separated), handling what
+ * has arrived in batches of up to `MAX_BATCH` (inbox rows + `bench_consumed` rows in one
+ * transaction per batch, then acks), `CONCURRENCY` batches at a time.
  */
 import { idempotentConsumer } from '@idem/server';
 import { consumeJetStream, type JetStreamConsumption } from '@idem/server/nats';
@@ -11,45 +12,50 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { serveParent } from '../lib/child.js';
 import { NATS_URL, quiet } from '../lib/config.js';
-import { benchConsumed, benchEvents, CONSUMER_NAME } from './events.js';
+import { benchEvents, CONSUMER_NAME, recordConsumed } from './events.js';
 
-const loops = Number(process.env.CONSUMERS ?? 8);
-const client = postgres(process.env.DATABASE_URL!, { ...quiet, max: loops });
+const concurrency = Number(process.env.CONCURRENCY ?? 4);
+const client = postgres(process.env.DATABASE_URL!, { ...quiet, max: concurrency });
 const db = drizzle(client);
-const nc = await connect({ servers: NATS_URL });
+const nc = await connect({
+  servers: (process.env.NATS_URL ?? NATS_URL).split(','),
+  maxReconnectAttempts: -1,
+  reconnectTimeWait: 100,
+});
 const inbox = idempotentConsumer({ db, name: CONSUMER_NAME });
-const consumptions: JetStreamConsumption[] = [];
+let consumption: JetStreamConsumption | undefined;
 let failures = 0;
+let errors = 0;
 
 const parent = serveParent({
   onStop: async () => {
-    await Promise.all(consumptions.map((consumption) => consumption.stop()));
+    await consumption?.stop();
     await nc.close();
     await client.end({ timeout: 5 });
   },
-  requests: { stats: () => ({ failures }) },
+  requests: { stats: () => ({ failures, errors }) },
 });
 
 try {
   const consumer = await jetstream(nc).consumers.get(process.env.STREAM!, process.env.DURABLE!);
-  for (let index = 0; index < loops; index++) {
-    consumptions.push(
-      await consumeJetStream({
-        consumer,
-        inbox,
-        events: benchEvents,
-        handler: async (event, tx) => {
-          await tx.insert(benchConsumed).values({ eventId: event.id, n: event.payload.n });
-        },
-        onEvent: (event) => {
-          if (event.type === 'failed' || event.type === 'rejected' || event.type === 'error') {
-            failures++;
-            if (failures <= 3) console.error(`nats consumer: ${event.type}`, event.error);
-          }
-        },
-      }),
-    );
-  }
+  consumption = await consumeJetStream({
+    consumer,
+    inbox,
+    events: benchEvents,
+    maxBatch: Number(process.env.MAX_BATCH ?? 500),
+    concurrency,
+    batchHandler: (events, tx) => recordConsumed(tx, events),
+    onEvent: (event) => {
+      if (event.type === 'failed' || event.type === 'rejected') {
+        failures++;
+        if (failures <= 3) console.error(`nats consumer: ${event.type}`, event.error);
+      }
+      if (event.type === 'error') {
+        errors++;
+        if (errors <= 3) console.error('nats consumer: error', event.error);
+      }
+    },
+  });
   parent.ready({ pid: process.pid });
 } catch (error) {
   parent.failed(error);

@@ -1,7 +1,9 @@
 /**
- * One outbox relay in its own process. `PUBLISHER=inprocess`: the relay hands each event to
- * an idempotent consumer in this process (inbox row + `bench_consumed` row in one
- * transaction). `PUBLISHER=nats`: it publishes to JetStream on `SUBJECT` instead.
+ * One outbox relay in its own process, claiming `BATCH_SIZE` events per round.
+ * `PUBLISHER=inprocess`: the relay hands each batch to an idempotent batch consumer in this
+ * process (the batch's inbox rows in one statement + its `bench_consumed` rows in one
+ * INSERT, one transaction). `PUBLISHER=nats`: it publishes to JetStream on `SUBJECT` at
+ * `NATS_URL` instead, the whole batch in flight at once.
  */
 import { createRelay, idempotentConsumer, inProcessPublisher, type Publisher } from '@idem/server';
 import { jetStreamPublisher } from '@idem/server/nats';
@@ -10,7 +12,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { serveParent } from '../lib/child.js';
 import { NATS_URL, quiet } from '../lib/config.js';
-import { BENCH_TOPIC, benchConsumed, benchEvents, CONSUMER_NAME } from './events.js';
+import { BENCH_TOPIC, benchEvents, CONSUMER_NAME, recordConsumed } from './events.js';
 
 const client = postgres(process.env.DATABASE_URL!, {
   ...quiet,
@@ -23,7 +25,7 @@ let publisher: Publisher;
 if (process.env.PUBLISHER === 'nats') {
   const subject = process.env.SUBJECT!;
   const nats = jetStreamPublisher({
-    connection: () => connect({ servers: NATS_URL }),
+    connection: () => connect({ servers: (process.env.NATS_URL ?? NATS_URL).split(',') }),
     subject: () => subject,
   });
   publisher = nats;
@@ -32,10 +34,9 @@ if (process.env.PUBLISHER === 'nats') {
   const consumer = idempotentConsumer({ db, name: CONSUMER_NAME });
   publisher = inProcessPublisher(
     {
-      [BENCH_TOPIC]: (event) =>
-        consumer.handle(event, async (tx) => {
-          await tx.insert(benchConsumed).values({ eventId: event.id, n: event.payload.n });
-        }),
+      [BENCH_TOPIC]: {
+        batch: (batch) => consumer.handleBatch(batch, (fresh, tx) => recordConsumed(tx, fresh)),
+      },
     },
     { events: benchEvents },
   );
@@ -45,6 +46,7 @@ let errors = 0;
 const relay = createRelay({
   db,
   publisher,
+  batchSize: Number(process.env.BATCH_SIZE ?? 100),
   onEvent: (event) => {
     if (
       event.type === 'error' ||

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { startNatsCluster } from '@idem/server/testing';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { type Child, startChild } from '../lib/child.js';
@@ -10,6 +9,7 @@ import { NATS_URL, quiet } from '../lib/config.js';
 import { nowMs } from '../lib/stats.js';
 import { formatCount, formatMs, formatRate, verdictAtLeast } from '../lib/table.js';
 import { runWorkers } from '../lib/workers.js';
+import { createBenchStream } from '../outbox/benchStream.js';
 import {
   BENCH_TOPIC,
   benchEvents,
@@ -20,12 +20,22 @@ import { judged, type RunContext } from './RunContext.js';
 
 const PRODUCERS = 4;
 const EVENTS_PER_TRANSACTION = 50;
-const NATS_CONSUMER_LOOPS = 8;
+/** Consumer batches (transactions) in flight on the NATS side. */
+const NATS_CONSUMER_CONCURRENCY = 4;
+/** Events per relay round, and so per consumer transaction in process. */
+const RELAY_BATCH = Number(process.env.BENCH_RELAY_BATCH ?? 500);
 /** The relay process's pool, and so the consumer transactions in flight per relay. */
 const RELAY_POOL = 10;
 const SCENARIO = 'outbox (enqueue → consumer commit)';
+/** Throughput targets; the cluster is reported, not judged. */
+const TARGETS: Record<'inprocess' | 'nats' | 'cluster', number | undefined> = {
+  inprocess: 20_000,
+  nats: 10_000,
+  cluster: undefined,
+};
 
-type Publisher = 'inprocess' | 'nats';
+/** Where events go: handlers in the relay's process, one NATS server, or a 3-node cluster. */
+type Publisher = 'inprocess' | 'nats' | 'cluster';
 type Db = ReturnType<typeof drizzle>;
 
 /**
@@ -76,15 +86,29 @@ export async function outbox(context: RunContext): Promise<void> {
       note: 'BEGIN; inbox INSERT; consumer INSERT; COMMIT, prepared',
     });
 
-    for (const [publisher, relays] of [
+    const variants: [Publisher, number][] = [
       ['inprocess', 1],
       ['inprocess', 3],
       ['nats', 1],
       ['nats', 3],
-    ] as const) {
+      ['cluster', 3],
+    ];
+    for (const [publisher, relays] of variants.filter(
+      ([kind]) => (process.env.BENCH_OUTBOX_ONLY ?? kind) === kind,
+    )) {
       await reset();
       context.log(`outbox: ${publisher}, ${relays} relay(s)`);
-      await pipeline(context, db, publisher, relays, burst, pacedMs);
+      if (publisher !== 'cluster') {
+        await pipeline(context, db, publisher, relays, burst, pacedMs, [NATS_URL]);
+        continue;
+      }
+      const cluster = await startNatsCluster({ size: 3, readyTimeoutMs: 60_000 });
+      const stopCluster = onCleanup('stop the NATS cluster', () => cluster.stop());
+      try {
+        await pipeline(context, db, publisher, relays, burst, pacedMs, cluster.servers);
+      } finally {
+        await stopCluster();
+      }
     }
   } finally {
     await client.end({ timeout: 5 });
@@ -142,14 +166,18 @@ async function pipeline(
   relays: number,
   burst: number,
   pacedMs: number,
+  natsServers: string[],
 ): Promise<void> {
   const { quick, sql } = context;
   const children: Child[] = [];
-  const suffix = Math.random().toString(36).slice(2, 10);
-  const stream = `IDEM_BENCH_${suffix}`;
-  const subject = `idem.bench.${suffix}`;
+  let subject = '';
   let deleteStream: (() => Promise<void>) | undefined;
-  const label = `${publisher === 'nats' ? 'NATS JetStream' : 'in-process'}, ${relays} relay${relays > 1 ? 's' : ''}`;
+  const where = {
+    inprocess: 'in-process',
+    nats: 'NATS JetStream',
+    cluster: 'NATS JetStream, 3-node cluster (R3)',
+  }[publisher];
+  const label = `${where}, ${relays} relay${relays > 1 ? 's' : ''}`;
   const consumedCount = async () =>
     Number((await sql`select count(*)::int as n from bench_consumed`)[0]!.n);
   const waitForConsumed = async (expected: number) => {
@@ -159,28 +187,23 @@ async function pipeline(
     }
   };
   try {
-    if (publisher === 'nats') {
-      const nc = await connect({ servers: NATS_URL });
-      const jsm = await jetstreamManager(nc);
-      await jsm.streams.add({ name: stream, subjects: [subject] });
-      deleteStream = onCleanup(`delete NATS stream ${stream}`, async () => {
-        await jsm.streams.delete(stream).catch(() => false);
-        await nc.close();
-      });
-      await jsm.consumers.add(stream, {
-        durable_name: 'bench',
-        ack_policy: AckPolicy.Explicit,
-        ack_wait: 30_000_000_000,
-      });
+    if (publisher !== 'inprocess') {
+      const benchStream = await createBenchStream(natsServers, publisher === 'cluster' ? 3 : 1);
+      deleteStream = onCleanup(`delete NATS stream ${benchStream.name}`, () =>
+        benchStream.delete(),
+      );
+      subject = benchStream.subject;
       children.push(
         await startChild(
           fileURLToPath(new URL('../outbox/natsConsumerProcess.ts', import.meta.url)),
           {
             env: {
               DATABASE_URL: context.databaseUrl,
-              STREAM: stream,
-              DURABLE: 'bench',
-              CONSUMERS: String(NATS_CONSUMER_LOOPS),
+              NATS_URL: natsServers.join(','),
+              STREAM: benchStream.name,
+              DURABLE: benchStream.durable,
+              CONCURRENCY: String(NATS_CONSUMER_CONCURRENCY),
+              MAX_BATCH: String(RELAY_BATCH),
             },
             nodeFlags: context.nodeFlags(`nats-consumer-${relays}`),
           },
@@ -192,9 +215,11 @@ async function pipeline(
         await startChild(fileURLToPath(new URL('../outbox/relayProcess.ts', import.meta.url)), {
           env: {
             DATABASE_URL: context.databaseUrl,
-            PUBLISHER: publisher,
+            PUBLISHER: publisher === 'inprocess' ? 'inprocess' : 'nats',
             SUBJECT: subject,
+            NATS_URL: natsServers.join(','),
             POOL_MAX: String(RELAY_POOL),
+            BATCH_SIZE: String(RELAY_BATCH),
           },
           nodeFlags: context.nodeFlags(`relay-${publisher}-${relays}-${index + 1}`),
         }),
@@ -236,9 +261,12 @@ async function pipeline(
       result: formatRate(rate, 'events/s'),
       p50: formatMs(Number(p50)),
       p99: formatMs(Number(p99)),
-      ...(publisher === 'inprocess'
-        ? { target: '≥ 20,000 events/s', verdict: judged(context, verdictAtLeast(rate, 20_000)) }
-        : {}),
+      ...(TARGETS[publisher] === undefined
+        ? {}
+        : {
+            target: `≥ ${formatCount(TARGETS[publisher])} events/s`,
+            verdict: judged(context, verdictAtLeast(rate, TARGETS[publisher])),
+          }),
       note: `lag at ${formatRate(pacedRate, 'events/s')}; ${formatCount(expected)} events, ${duplicates} dup, ${lost} lost`,
     });
   } finally {

@@ -100,6 +100,13 @@ export interface ConsumeJetStreamOptions<
    */
   maxMessages?: number;
   /**
+   * How long each pull request waits on the server (at least 1_000). Missed heartbeats
+   * (half of this) make the client pull again, so a shorter one resumes sooner after the
+   * node holding the consumer's pull request dies or its leader moves.
+   * @default 30_000 (nats.js's default)
+   */
+  pullExpiresMs?: number;
+  /**
    * Called per message; exceptions are swallowed.
    * @default no reporting
    */
@@ -242,7 +249,10 @@ export async function consumeJetStream<
     });
   }
 
-  const messages = await consumer.consume({ max_messages: maxMessages });
+  const messages = await consumer.consume({
+    max_messages: maxMessages,
+    ...(options.pullExpiresMs === undefined ? {} : { expires: options.pullExpiresMs }),
+  });
   const queue: JsMsg[] = [];
   let stopping = false;
   let pulled = false; // the subscription ended
