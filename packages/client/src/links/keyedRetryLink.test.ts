@@ -381,6 +381,8 @@ describe('keyedRetryLink: delays', () => {
     const result = await settle(client.query('x'));
     expect(result.ok).toBe(false);
     if (!result.ok) expect((result.error as TRPCClientError<AnyRouter>).data?.httpStatus).toBe(503);
+    // Given up on a transient failure: not "failed", the outcome is unknown.
+    expect(!result.ok && isOutcomeUnknown(result.error)).toBe(true);
     expect(server.calls).toHaveLength(1);
     expect(vi.getTimerCount()).toBe(0);
   });
