@@ -2,7 +2,15 @@ import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { createTRPCClient, httpBatchLink, httpLink } from '@trpc/client';
 import superjson from 'superjson';
+import { DEFAULT_ERROR_DOCS_URL } from '../src/trpc/index.js';
 import type { TestRouter } from './fixtures/testApp.js';
+
+/** `data.idempotency` of an idem error with the default documentation link. */
+export const idempotencyData = (code: string, rest: Record<string, unknown> = {}) => ({
+  code,
+  type: `${DEFAULT_ERROR_DOCS_URL}#${code.toLowerCase()}`,
+  ...rest,
+});
 
 /** What came back from one raw tRPC HTTP call. */
 export interface RawResponse {
@@ -21,7 +29,13 @@ export interface RawResponse {
       httpStatus: number;
       path?: string;
       declineCode: string | null;
-      idempotency?: { code: string; retryAfterMs?: number; reason?: string };
+      idempotency?: {
+        code: string;
+        type?: string;
+        retryAfterMs?: number;
+        reason?: string;
+        maxInputBytes?: number;
+      };
     };
   };
 }

@@ -3,7 +3,7 @@ import { TRPCClientError } from '@trpc/client';
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from './fixtures/testApp.js';
 import { backends } from './harness.js';
-import { batchClient, mutateBatch } from './httpClient.js';
+import { batchClient, idempotencyData, mutateBatch } from './httpClient.js';
 
 for (const backend of backends) {
   describe(`idempotent() in batches (httpBatchLink, Idempotency-Key-Batch) on ${backend}`, () => {
@@ -59,7 +59,7 @@ for (const backend of backends) {
       expect(error).toBeInstanceOf(TRPCClientError);
       expect(error.data).toMatchObject({
         code: 'BAD_REQUEST',
-        idempotency: { code: 'INVALID_KEY', reason: 'missing' },
+        idempotency: idempotencyData('INVALID_KEY', { reason: 'missing' }),
       });
       expect(query).toEqual({ status: 'fulfilled', value: 'ok' });
       expect(app().executionsOf(tag)).toBe(1);
@@ -86,7 +86,7 @@ for (const backend of backends) {
       expect(batch.results[0]?.data).toMatchObject({ tag: freeTag, execution: 1 });
       expect(batch.results[1]?.error?.data).toMatchObject({
         code: 'CONFLICT',
-        idempotency: { code: 'REQUEST_IN_PROGRESS' },
+        idempotency: idempotencyData('REQUEST_IN_PROGRESS'),
       });
       expect(batch.headers.get('idempotency-status-batch')).toBe('{"1":"in-progress"}');
       expect(Number(batch.headers.get('retry-after'))).toBeGreaterThan(0);

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from './fixtures/testApp.js';
 import { backends, rows } from './harness.js';
-import { mutate } from './httpClient.js';
+import { idempotencyData, mutate } from './httpClient.js';
 
 for (const backend of backends) {
   describe(`idempotent({ key }): server-derived keys over HTTP on ${backend}`, () => {
@@ -87,7 +87,9 @@ for (const backend of backends) {
           { 'x-user': 'ann', 'Idempotency-Key': header },
         );
         expect(response.status).toBe(400);
-        expect(response.error?.data.idempotency).toEqual({ code: 'INVALID_KEY', reason });
+        expect(response.error?.data.idempotency).toEqual(
+          idempotencyData('INVALID_KEY', { reason }),
+        );
         expect(response.error?.message).toContain(
           'The key that key() derived for "derivedCheckout"',
         );
@@ -113,7 +115,9 @@ for (const backend of backends) {
       const otherTag = randomUUID();
       const missing = await mutate(app().url, 'derivedWebhook', { tag: otherTag });
       expect(missing.status).toBe(400);
-      expect(missing.error?.data.idempotency).toEqual({ code: 'INVALID_KEY', reason: 'missing' });
+      expect(missing.error?.data.idempotency).toEqual(
+        idempotencyData('INVALID_KEY', { reason: 'missing' }),
+      );
       const header = randomUUID();
       const keyed = await mutate(
         app().url,

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { idempotencyContext } from '../src/trpc/index.js';
 import { useTestApp } from './fixtures/testApp.js';
 import { backends, rows } from './harness.js';
-import { mutate, mutateBatch, mutateLatin1, sendRaw } from './httpClient.js';
+import { idempotencyData, mutate, mutateBatch, mutateLatin1, sendRaw } from './httpClient.js';
 
 const ALLOWED = '1–255 printable ASCII characters (0x20–0x7E)';
 
@@ -33,7 +33,9 @@ for (const backend of backends) {
       const response = await mutate(app().url, 'echo', { tag });
       expect(response.status).toBe(400);
       expect(response.error?.data.code).toBe('BAD_REQUEST');
-      expect(response.error?.data.idempotency).toEqual({ code: 'INVALID_KEY', reason: 'missing' });
+      expect(response.error?.data.idempotency).toEqual(
+        idempotencyData('INVALID_KEY', { reason: 'missing' }),
+      );
       expect(response.error?.message).toContain('Idempotency-Key');
       expect(response.error?.message).toContain(ALLOWED);
       expect(app().executionsOf(tag)).toBe(0);
@@ -57,7 +59,7 @@ for (const backend of backends) {
       const tag = randomUUID();
       const response = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': key });
       expect(response.status).toBe(400);
-      expect(response.error?.data.idempotency).toEqual({ code: 'INVALID_KEY', reason });
+      expect(response.error?.data.idempotency).toEqual(idempotencyData('INVALID_KEY', { reason }));
       expect(response.error?.message).toContain(ALLOWED);
       expect(response.error?.message).toContain(detail);
       expect(app().executionsOf(tag)).toBe(0);
@@ -250,15 +252,13 @@ for (const backend of backends) {
         const batch = await mutateBatch(app().url, [{ path: 'echo', input: { tag } }], headers);
         expect(batch.results[0]?.error?.data.httpStatus).toBe(400);
         expect(batch.results[0]?.error?.message).toContain(expected);
-        expect(batch.results[0]?.error?.data.idempotency).toEqual({
-          code: 'INVALID_KEY',
-          reason: 'malformed_header',
-        });
+        expect(batch.results[0]?.error?.data.idempotency).toEqual(
+          idempotencyData('INVALID_KEY', { reason: 'malformed_header' }),
+        );
       }
-      expect(single.error?.data.idempotency).toEqual({
-        code: 'INVALID_KEY',
-        reason: 'malformed_header',
-      });
+      expect(single.error?.data.idempotency).toEqual(
+        idempotencyData('INVALID_KEY', { reason: 'malformed_header' }),
+      );
       expect(app().executionsOf(tag)).toBe(0);
     });
 

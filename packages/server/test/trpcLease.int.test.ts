@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { until } from './fixtures/deferred.js';
 import { useTestApp } from './fixtures/testApp.js';
 import { backends, rows } from './harness.js';
-import { mutate, singleClient } from './httpClient.js';
+import { idempotencyData, mutate, singleClient } from './httpClient.js';
 
 for (const backend of backends) {
   describe(`idempotent() in lease mode over HTTP on ${backend}`, () => {
@@ -63,7 +63,7 @@ for (const backend of backends) {
       const other = await mutate(app().url, 'echo', { tag, payload: 2 }, keyed(key));
       expect(other.status).toBe(422);
       expect(other.error?.data.code).toBe('UNPROCESSABLE_CONTENT');
-      expect(other.error?.data.idempotency).toEqual({ code: 'KEY_MISMATCH' });
+      expect(other.error?.data.idempotency).toEqual(idempotencyData('KEY_MISMATCH'));
       expect(app().executionsOf(tag)).toBe(1);
     });
 

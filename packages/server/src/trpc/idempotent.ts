@@ -9,6 +9,7 @@ import {
   type IdempotencyEvent,
   InvalidKeyError,
   isInvalidKeyError,
+  isUnserializableValueError,
   sha256Hex,
   validateKey,
 } from '@idem/core';
@@ -28,6 +29,7 @@ import type {
   TransactionModeOptions,
   TransactionOf,
 } from './IdempotentOptions.js';
+import { InputTooLargeError } from './InputTooLargeError.js';
 import type { IdempotencyRequest, IdempotencyRequestContext } from './idempotencyContext.js';
 import { leaseMode } from './leaseMode.js';
 import { procedureInput } from './procedureInput.js';
@@ -315,19 +317,58 @@ function scopeOf(principal: unknown, path: string): string {
       cause: new ConfigurationError(message),
     });
   }
-  return `${principal.replaceAll('%', '%25').replaceAll('/', '%2F')}/${path}`;
+  const scope = `${principal.replaceAll('%', '%25').replaceAll('/', '%2F')}/${path}`;
+  // Postgres refuses U+0000 in text, and would store an unpaired surrogate as U+FFFD (two
+  // principals would meet); a btree entry holds ~2.7 kB. Refused here, with a message
+  // that shows neither the principal nor SQL.
+  const problem = principal.includes('\u0000')
+    ? 'contains U+0000'
+    : UNPAIRED_SURROGATE.test(principal)
+      ? 'contains an unpaired UTF-16 surrogate'
+      : scope.length * 3 > MAX_SCOPE_BYTES && encoder.encode(scope).length > MAX_SCOPE_BYTES
+        ? `makes a scope longer than ${MAX_SCOPE_BYTES} bytes`
+        : undefined;
+  if (problem !== undefined) {
+    throw new TRPCError({
+      code: 'BAD_REQUEST',
+      message:
+        `The principal that scope() named for "${path}" ${problem}, which the idempotency ` +
+        'store cannot keep; the call was not run. Name callers with printable text (an id).',
+    });
+  }
+  return scope;
 }
 
+/** The longest stored scope (principal and path), in UTF-8 bytes. */
+const MAX_SCOPE_BYTES = 2_048;
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 async function fingerprintWithin(request: { path: string; input: unknown }, maxBytes: number) {
-  const text = canonicalJson(request);
+  let text: string;
+  try {
+    text = canonicalJson(request);
+  } catch (error) {
+    // Input nested past the limit (or a value JSON cannot hold, through createCaller): the
+    // request is what is wrong, so a 400 that says so, before anything is stored.
+    if (!isUnserializableValueError(error)) throw error;
+    throw new TRPCError({
+      code: 'BAD_REQUEST',
+      message:
+        `The input of "${request.path}" cannot be fingerprinted, so it was not run or ` +
+        `stored: ${error.message}`,
+      cause: error,
+    });
+  }
   // Every UTF-16 code unit is at least one UTF-8 byte: no need to encode what is too long.
   const bytes = text.length > maxBytes ? text.length : encoder.encode(text).length;
   if (bytes > maxBytes) {
+    const message =
+      `The input of "${request.path}" is larger than ${maxBytes} bytes, the most this ` +
+      'idempotent mutation accepts (maxInputBytes); it was not run or stored.';
     throw new TRPCError({
       code: 'PAYLOAD_TOO_LARGE',
-      message:
-        `The input of "${request.path}" is larger than ${maxBytes} bytes, the most this ` +
-        'idempotent mutation accepts (maxInputBytes); it was not run or stored.',
+      message,
+      cause: new InputTooLargeError(message, maxBytes),
     });
   }
   // Same as core's fingerprint({ path, input }), without writing the canonical JSON twice.

@@ -37,7 +37,9 @@ export { DEFAULT_LOCK_WAIT_MS, DEFAULT_MAX_INPUT_BYTES, idempotent } from './ide
 export { type IdempotentProcedure, idempotentProcedure } from './idempotentProcedure.js';
 export { trpcErrorPolicy } from './trpcErrorPolicy.js';
 export {
+  DEFAULT_ERROR_DOCS_URL,
   type IdempotencyErrorData,
+  type IdempotencyErrorDataOptions,
   idempotencyErrorFormatter,
   withIdempotencyErrorData,
 } from './withIdempotencyErrorData.js';

@@ -19,10 +19,15 @@ export async function leaseMode<TResult extends ResultLike>(
       const result = await next(context);
       ran = result;
       if (result.ok) return result.data;
-      // A step that found its lease gone threw LeaseLostError, which tRPC wrapped: hand the
-      // engine the original, so that it writes nothing and reports the lost lease.
+      // A procedure that lost its lease fails with whatever its code made of the aborted
+      // signal: the LeaseLostError itself (a step, `signal.throwIfAborted()`), wrapped by
+      // tRPC, or an AbortError (`setTimeout(ms, v, { signal })`, fetch). Either way hand the
+      // engine the LeaseLostError, so that it writes nothing and answers 409 LEASE_LOST.
       const cause = result.error.cause;
-      throw isLeaseLostError(cause) && cause.key === request.key ? cause : result.error;
+      if (isLeaseLostError(cause) && cause.key === request.key) throw cause;
+      const reason: unknown = context.signal.aborted ? context.signal.reason : undefined;
+      if (isLeaseLostError(reason)) throw reason;
+      throw result.error;
     });
     if (!outcome.replayed) return { result: ran!, replayed: false };
     return { result: { ok: true, data: outcome.value }, replayed: true };

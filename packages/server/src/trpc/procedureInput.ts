@@ -35,6 +35,16 @@ export async function procedureInput(
     input = await opts.getRawInput();
   } catch (error) {
     if (!isUnreadableInput(error)) throw error;
+    if (error.cause instanceof RangeError) {
+      // The transformer recursed past the call stack: say what is wrong with the request.
+      throw new TRPCError({
+        code: 'BAD_REQUEST',
+        message:
+          `The input of "${opts.path}" is nested too deeply to read (it overflowed the call ` +
+          'stack); it was not run or stored. Send flatter input.',
+        cause: error,
+      });
+    }
     // Without tRPC's request info the procedure is unknown: refusing is the safe side, as
     // running it would be unprotected and fingerprinting the failure would store it.
     if (parsers !== undefined && parsers.length === 0) return { input: undefined };

@@ -12,7 +12,8 @@ import type { IdempotencyRequest } from './idempotencyContext.js';
 /**
  * The tRPC answer to an error idem raised (with the idem error as `cause`, so that
  * `withIdempotencyErrorData` can describe it), and the response headers that go with it.
- * Any other error is returned as it is.
+ * A `TRPCError` is returned as it is; any other error (the store's) becomes an
+ * `INTERNAL_SERVER_ERROR` whose message says nothing of the store's internals.
  */
 export function toTRPCError(
   error: unknown,
@@ -38,5 +39,18 @@ export function toTRPCError(
   if (isConfigurationError(error) || isUnserializableValueError(error)) {
     return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: error.message, cause: error });
   }
-  return error;
+  if (isTRPCErrorLike(error)) return error;
+  // Anything else came from the store (a lost connection, a refused statement): its message
+  // may hold SQL text and values, which a response must never show. It stays the `cause`,
+  // for the server's logs and `onError`.
+  return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: STORE_FAILED, cause: error });
+}
+
+const STORE_FAILED =
+  'The idempotency store failed (it could not be reached, or refused a statement); retry ' +
+  'the call with the same key.';
+
+/** By shape, not `instanceof`: a bundler may load two copies of `@trpc/server`. */
+function isTRPCErrorLike(error: unknown): boolean {
+  return error instanceof Error && error.name === 'TRPCError';
 }

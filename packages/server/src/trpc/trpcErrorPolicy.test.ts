@@ -1,5 +1,5 @@
-import { taggedJsonSerializer } from '@idem/core';
-import { type TRPC_ERROR_CODE_KEY, TRPCError } from '@trpc/server';
+import { defaultErrorPolicy, taggedJsonSerializer } from '@idem/core';
+import { getTRPCErrorFromUnknown, type TRPC_ERROR_CODE_KEY, TRPCError } from '@trpc/server';
 import { describe, expect, it } from 'vitest';
 import { trpcErrorPolicy } from './trpcErrorPolicy.js';
 
@@ -44,13 +44,30 @@ describe('trpcErrorPolicy', () => {
     expect(trpcErrorPolicy.classify(new TRPCError({ code }))).toBe('release');
   });
 
-  it('releases anything that is not a TRPCError', () => {
-    expect(trpcErrorPolicy.classify(new Error('socket hang up'))).toBe('release');
-    expect(trpcErrorPolicy.classify(Object.assign(new Error('x'), { status: 400 }))).toBe(
-      'release',
-    );
+  it("decides a non-tRPC exception, bare or wrapped by tRPC, by core's rule", () => {
+    const wrapped = (cause: unknown) => getTRPCErrorFromUnknown(cause);
+    const cases: [unknown, 'store' | 'release'][] = [
+      [new Error('socket hang up'), 'release'],
+      [Object.assign(new Error('Card declined'), { status: 402 }), 'store'],
+      [Object.assign(new Error('bad'), { statusCode: 400 }), 'store'],
+      [Object.assign(new Error('nope'), { retryable: false }), 'store'],
+      [Object.assign(new Error('busy'), { retryable: true, status: 400 }), 'release'],
+      [Object.assign(new Error('rate'), { status: 429 }), 'release'],
+      [Object.assign(new Error('auth'), { status: 401 }), 'release'],
+      [Object.assign(new Error('down'), { status: 503 }), 'release'],
+    ];
+    for (const [error, decision] of cases) {
+      expect(trpcErrorPolicy.classify(error)).toBe(decision);
+      expect(trpcErrorPolicy.classify(wrapped(error))).toBe(decision);
+      expect(trpcErrorPolicy.classify(error)).toBe(defaultErrorPolicy.classify(error));
+    }
     expect(trpcErrorPolicy.classify('a string')).toBe('release');
     expect(trpcErrorPolicy.classify(null)).toBe('release');
+    // A TRPCError's own code decides, whatever its cause says.
+    const declined = Object.assign(new Error('x'), { status: 402 });
+    expect(trpcErrorPolicy.classify(new TRPCError({ code: 'TIMEOUT', cause: declined }))).toBe(
+      'release',
+    );
   });
 
   it('replays a stored error as a TRPCError with the same code, message and cause fields', () => {

@@ -1,4 +1,11 @@
-import type { ErrorDecision, ErrorPolicy, JsonValue, Serializer, StoredError } from '@idem/core';
+import {
+  defaultErrorPolicy,
+  type ErrorDecision,
+  type ErrorPolicy,
+  type JsonValue,
+  type Serializer,
+  type StoredError,
+} from '@idem/core';
 import { type TRPC_ERROR_CODE_KEY, TRPCError } from '@trpc/server';
 
 /**
@@ -75,11 +82,16 @@ interface StoredDetails {
  * | `PRECONDITION_REQUIRED` | 428 | release (the client can add the precondition) |
  * | `TOO_MANY_REQUESTS` | 429 | release |
  * | `CLIENT_CLOSED_REQUEST` | 499 | release |
- * | `INTERNAL_SERVER_ERROR` (and every non-tRPC exception) | 500 | release |
+ * | `INTERNAL_SERVER_ERROR` | 500 | release, unless its `cause` is a non-tRPC exception that core's rule stores (below) |
  * | `NOT_IMPLEMENTED` | 501 | release |
  * | `BAD_GATEWAY` | 502 | release |
  * | `SERVICE_UNAVAILABLE` | 503 | release |
  * | `GATEWAY_TIMEOUT` | 504 | release |
+ *
+ * A non-tRPC exception (which tRPC wraps in `INTERNAL_SERVER_ERROR`, with the exception as
+ * `cause`) is decided by core's `defaultErrorPolicy`: `retryable: false`, or a `status`
+ * (`statusCode`, `httpStatus`) of 400–499 other than 401, 408, 425, 429 and 499, is stored;
+ * `retryable: true`, another status, or none at all (a plain `Error`) is released.
  *
  * A stored error replays as a `TRPCError` with the same code and message; its `cause`
  * comes back as an `Error` with the same `name`, `message` and own enumerable fields (as
@@ -93,7 +105,12 @@ interface StoredDetails {
  */
 export const trpcErrorPolicy: ErrorPolicy = {
   classify(error) {
-    if (!isTRPCErrorLike(error)) return 'release';
+    if (!isTRPCErrorLike(error)) return defaultErrorPolicy.classify(error);
+    // tRPC wraps any other exception in INTERNAL_SERVER_ERROR: the exception decides, by
+    // core's rule (`retryable`, an HTTP `status`), as it would without tRPC.
+    if (error.code === 'INTERNAL_SERVER_ERROR' && error.cause && !isTRPCErrorLike(error.cause)) {
+      return defaultErrorPolicy.classify(error.cause);
+    }
     return DECISIONS[error.code as TRPC_ERROR_CODE_KEY] ?? 'release';
   },
 

@@ -5,6 +5,13 @@ import {
   isLeaseLostError,
   isRequestInProgressError,
 } from '@idem/core';
+import { isInputTooLargeError } from './InputTooLargeError.js';
+
+/**
+ * Where `data.idempotency.type` points by default: this package's README, whose section
+ * "Error codes" has a heading per code (`#invalid_key`, `#key_mismatch`, …).
+ */
+export const DEFAULT_ERROR_DOCS_URL = 'https://www.npmjs.com/package/@idem/server';
 
 /**
  * `data.idempotency` of an error that idem itself raised: what a client needs to tell, for
@@ -13,37 +20,79 @@ import {
 export interface IdempotencyErrorData {
   /**
    * `'REQUEST_IN_PROGRESS'` and `'LEASE_LOST'` (both 409) mean "retry the same call with
-   * the same key later"; `'KEY_MISMATCH'` (422) and `'INVALID_KEY'` (400) mean "do not".
+   * the same key later"; `'KEY_MISMATCH'` (422), `'INVALID_KEY'` (400) and
+   * `'INPUT_TOO_LARGE'` (413) mean "do not".
    */
-  code: IdempotencyErrorCode;
+  code: IdempotencyErrorCode | 'INPUT_TOO_LARGE';
+  /**
+   * A link to this code's documentation (the IETF idempotency draft asks error answers to
+   * carry one): `<docsUrl>#<code in lower case>`.
+   */
+  type: string;
   /** For the 409s: when a retry may succeed, in milliseconds (also sent as `Retry-After`). */
   retryAfterMs?: number;
-  /** For `'INVALID_KEY'`: `'missing'`, `'empty'`, `'too_long'` or `'invalid_character'`. */
+  /** For `'INVALID_KEY'`: `'missing'`, `'empty'`, `'too_long'`, `'invalid_character'` or `'malformed_header'`. */
   reason?: string;
+  /** For `'INPUT_TOO_LARGE'`: the limit, in bytes (`maxInputBytes`). */
+  maxInputBytes?: number;
+}
+
+export interface IdempotencyErrorDataOptions {
+  /**
+   * The page that documents idem's error codes; `data.idempotency.type` is this URL with
+   * `#<code in lower case>` appended. Point it at your own API documentation if you
+   * document the codes there.
+   * @default DEFAULT_ERROR_DOCS_URL ('https://www.npmjs.com/package/@idem/server')
+   */
+  docsUrl?: string;
 }
 
 /**
  * Adds `data.idempotency` to a tRPC error shape when the error came from idem (its cause
- * is one of `@idem/core`'s errors), and leaves every other shape as it is. Use it in your
- * `errorFormatter`, after your own fields:
+ * is one of `@idem/core`'s errors, or the 413 of `maxInputBytes`), and drops `data.stack`
+ * from every shape. Use it in your `errorFormatter`, after your own fields:
  *
  * ```ts
  * initTRPC.context<Context>().create({
  *   errorFormatter: ({ shape, error }) => withIdempotencyErrorData(shape, error),
  * });
  * ```
+ *
+ * Why the stack goes: tRPC adds `data.stack` whenever `NODE_ENV` is not `'production'`;
+ * it shows your server's file paths, and a stored error's replay could never reproduce the
+ * original's stack, so the replay's body would differ from the first answer's. Without
+ * the stack, a replayed error's body is the original's byte for byte.
  */
 export function withIdempotencyErrorData<TShape extends { data: object }>(
   shape: TShape,
   error: { cause?: unknown },
+  options: IdempotencyErrorDataOptions = {},
 ): TShape & { data: { idempotency?: IdempotencyErrorData } } {
-  const cause = error.cause;
-  if (!isIdempotencyError(cause)) return shape;
-  const idempotency: IdempotencyErrorData = { code: cause.code };
+  const { stack: _stack, ...data } = shape.data as { stack?: unknown };
+  const withoutStack = { ...shape, data } as TShape;
+  const idempotency = idempotencyDataOf(error.cause, options.docsUrl ?? DEFAULT_ERROR_DOCS_URL);
+  if (!idempotency) return withoutStack;
+  return { ...withoutStack, data: { ...data, idempotency } };
+}
+
+function idempotencyDataOf(cause: unknown, docsUrl: string): IdempotencyErrorData | undefined {
+  if (isInputTooLargeError(cause)) {
+    return {
+      code: cause.code,
+      type: typeOf(docsUrl, cause.code),
+      maxInputBytes: cause.maxInputBytes,
+    };
+  }
+  if (!isIdempotencyError(cause)) return undefined;
+  const idempotency: IdempotencyErrorData = { code: cause.code, type: typeOf(docsUrl, cause.code) };
   if (isRequestInProgressError(cause)) idempotency.retryAfterMs = cause.retryAfterMs;
   if (isLeaseLostError(cause)) idempotency.retryAfterMs = 0;
   if (isInvalidKeyError(cause)) idempotency.reason = cause.reason;
-  return { ...shape, data: { ...shape.data, idempotency } };
+  return idempotency;
+}
+
+function typeOf(docsUrl: string, code: string): string {
+  return `${docsUrl}#${code.toLowerCase()}`;
 }
 
 /**
