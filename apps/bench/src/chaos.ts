@@ -1,9 +1,11 @@
 /**
- * `pnpm chaos [--short] [--no-postgres-restart]`: the soak that proves "exactly once from
- * outside". N app servers (own processes) behind a proxy that loses requests and replies,
- * servers SIGKILLed at random and restarted, one PostgreSQL restart mid-run, and clients
- * built with @idem/client (keyed retries). At the end every logical request must have run
- * exactly once and every answer must equal the stored outcome; exits 1 otherwise.
+ * `pnpm chaos [--short] [--no-postgres-restart] [--no-nats-cluster]`: the soak that proves
+ * "exactly once from outside". N app servers (own processes) behind a proxy that loses
+ * requests and replies, servers SIGKILLed at random and restarted, one PostgreSQL restart
+ * mid-run, and clients built with @idem/client (keyed retries). At the end every logical
+ * request must have run exactly once and every answer must equal the stored outcome. Then
+ * the outbox through a 3-node NATS JetStream cluster whose stream leader is killed mid-run:
+ * every event consumed exactly once. Exits 1 otherwise.
  * Bounded in requests, kills and time; all traffic stays on 127.0.0.1.
  */
 import { fileURLToPath } from 'node:url';
@@ -13,6 +15,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { CREATE_CHAOS_TABLES } from './chaos/chaosSchema.js';
 import { chaosClient, clientCounters, type LogicalRequest, sendAll } from './chaos/clients.js';
+import { type ClusterPhaseResult, natsClusterPhase } from './chaos/natsClusterPhase.js';
 import { ensurePostgresUp, restartPostgres } from './chaos/postgresRestart.js';
 import { startFaultyProxy } from './chaos/proxy.js';
 import { startFleet } from './chaos/serverFleet.js';
@@ -37,6 +40,8 @@ interface Settings {
   dropReplyRate: number;
   dropRequestRate: number;
   seed: number;
+  /** The NATS cluster phase, or `undefined` to skip it. */
+  natsCluster: { events: number; perSecond: number; kills: number; relays: number } | undefined;
 }
 
 function settingsFrom(argv: readonly string[]): Settings {
@@ -54,6 +59,11 @@ function settingsFrom(argv: readonly string[]): Settings {
     dropReplyRate: 0.2,
     dropRequestRate: 0.05,
     seed: seedArg ? Number(seedArg.slice('--seed='.length)) : Date.now() % 1_000_000,
+    natsCluster: argv.includes('--no-nats-cluster')
+      ? undefined
+      : short
+        ? { events: 4_000, perSecond: 1_000, kills: 1, relays: 2 }
+        : { events: 20_000, perSecond: 2_000, kills: 2, relays: 3 },
   };
 }
 
@@ -205,6 +215,19 @@ runMain(async () => {
   const finalProbe = await fleet.probe();
   await fleet.stop();
 
+  let nats: ClusterPhaseResult | undefined;
+  if (settings.natsCluster) {
+    log('NATS cluster phase: the outbox through a 3-node JetStream cluster');
+    try {
+      nats = await natsClusterPhase({ databaseUrl: scratch.url, log, ...settings.natsCluster });
+      problems.push(...nats.problems);
+    } catch (error) {
+      problems.push(
+        `NATS cluster phase: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+  }
+
   const line = (label: string, value: number | string) =>
     console.log(`  ${label.padEnd(34)} ${value}`);
   console.log('');
@@ -254,6 +277,20 @@ runMain(async () => {
   line('duplicates', verdict.duplicates);
   line('lost', verdict.lost);
   line('answers ≠ stored outcome', verdict.wrongAnswers);
+  if (nats) {
+    console.log(
+      `  outbox through a 3-node NATS JetStream cluster (stream R3), ${(nats.durationMs / 1000).toFixed(1)} s`,
+    );
+    line('  events enqueued', nats.events);
+    line('  stream leaders killed', nats.leaderChanges.join(', ') || 'none');
+    line('  relay publishes failed (retried)', nats.relayFailed);
+    line('  events published (marked sent)', nats.relayPublished);
+    line('  stream messages', nats.streamMessages);
+    line('  redeliveries the inbox skipped', nats.consumerDuplicates);
+    line('  consumer failures', nats.consumerFailures);
+    line('  processed twice', nats.duplicates);
+    line('  lost', nats.lost);
+  }
 
   const failures = [...problems, ...verdict.problems];
   if (settings.postgresRestart && postgresRestarts !== 1)
@@ -267,6 +304,10 @@ runMain(async () => {
     if (!probe.ok)
       failures.push(`${probe.server} cannot reach the database at the end (${probe.detail})`);
   }
+  if (nats && nats.duplicates + nats.lost > 0) {
+    failures.push(`NATS cluster phase: ${nats.duplicates} processed twice, ${nats.lost} lost`);
+  }
+  if (nats && nats.leaderChanges.length === 0) failures.push('no NATS stream leader was killed');
   if (verdict.duplicates + verdict.lost + verdict.wrongAnswers > 0 || failures.length > 0) {
     console.log('\nFAILED');
     for (const failure of failures) console.log(`  - ${failure}`);

@@ -26,6 +26,7 @@ const inbox = idempotentConsumer({ db, name: CONSUMER_NAME });
 let consumption: JetStreamConsumption | undefined;
 let failures = 0;
 let errors = 0;
+let duplicates = 0;
 
 const parent = serveParent({
   onStop: async () => {
@@ -33,7 +34,7 @@ const parent = serveParent({
     await nc.close();
     await client.end({ timeout: 5 });
   },
-  requests: { stats: () => ({ failures, errors }) },
+  requests: { stats: () => ({ failures, errors, duplicates }) },
 });
 
 try {
@@ -44,8 +45,11 @@ try {
     events: benchEvents,
     maxBatch: Number(process.env.MAX_BATCH ?? 500),
     concurrency,
+    // Pull again soon after the node holding the pull request dies (cluster runs).
+    pullExpiresMs: 5_000,
     batchHandler: (events, tx) => recordConsumed(tx, events),
     onEvent: (event) => {
+      if (event.type === 'duplicate') duplicates++;
       if (event.type === 'failed' || event.type === 'rejected') {
         failures++;
         if (failures <= 3) console.error(`nats consumer: ${event.type}`, event.error);
