@@ -1,4 +1,5 @@
 import { manualClock } from '@idem/core';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -38,7 +39,10 @@ for (const backend of backends) {
       await db.execute(sql`truncate idem_outbox, idem_inbox`);
       const otel = otelHarness();
       cleanups.push(otel.shutdown);
-      const telemetry = outboxTelemetry({ meterProvider: otel.meterProvider });
+      const telemetry = outboxTelemetry({
+        meterProvider: otel.meterProvider,
+        tracerProvider: otel.tracerProvider,
+      });
       const events = defineEvents(schemas, { onEvent: telemetry.onEvent });
       const clock = manualClock(Date.now() + AHEAD_MS);
       const placeOrders = (...orderIds: string[]) =>
@@ -196,6 +200,49 @@ for (const backend of backends) {
       expect(Number(inbox?.n)).toBe(2);
     });
 
+    it('spans: one per delivery a consumer handled, with its outcome and event id', async () => {
+      const { otel, placeOrders, relayWith, billing } = await setUp();
+      const [id] = await placeOrders('o-1');
+      const delivered: OutboxMessage[] = [];
+      const relay = relayWith(
+        inProcessPublisher({
+          'order.placed': async (message) => {
+            delivered.push(message);
+            await billing.handle(message, async (tx) => tx.execute(sql`select 1`));
+          },
+        }),
+      );
+      expect((await relay.runOnce()).published).toBe(1);
+      await billing.handle(delivered[0] as OutboxMessage, async () => 'never runs');
+      const failedId = crypto.randomUUID();
+      await expect(
+        billing.handle({ id: failedId, topic: 'order.placed' }, async () => {
+          throw new TypeError('no such customer');
+        }),
+      ).rejects.toThrow('no such customer');
+
+      const spans = otel.spans();
+      expect(spans.map((span) => [span.name, span.kind, span.attributes['idem.outcome']])).toEqual([
+        ['process order.placed', SpanKind.CONSUMER, 'processed'],
+        ['process order.placed', SpanKind.CONSUMER, 'duplicate'],
+        ['process order.placed', SpanKind.CONSUMER, 'failed'],
+      ]);
+      expect(spans[0]?.attributes).toEqual({
+        'messaging.consumer.group.name': 'billing',
+        'messaging.destination.name': 'order.placed',
+        'messaging.operation.type': 'process',
+        'messaging.operation.name': 'process',
+        'messaging.message.id': id,
+        'idem.outcome': 'processed',
+      });
+      expect(spans[0]?.status.code).toBe(SpanStatusCode.UNSET);
+      expect(spans[2]?.attributes).toMatchObject({
+        'messaging.message.id': failedId,
+        'error.type': 'TypeError',
+      });
+      expect(spans[2]?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'TypeError' });
+    });
+
     it('idem.outbox.consume.lag and idem.inbox.handled for a batch consumer: per event of the batch', async () => {
       const { otel, events, placeOrders, relayWith, billing } = await setUp();
       await placeOrders('o-1', 'o-2', 'o-3');
@@ -236,6 +283,10 @@ for (const backend of backends) {
       expect(others).toEqual([]);
       expect(lag?.count).toBe(2);
       expectLags(lag ?? {});
+      // A span per event, each saying how large its batch was.
+      expect(otel.spans().map((span) => span.attributes['messaging.batch.message_count'])).toEqual([
+        3, 3, 3,
+      ]);
       expect(await otel.points('idem.outbox.retries')).toEqual([
         { attributes: { ...PLACED, 'error.type': 'RangeError' }, value: 1 },
       ]);

@@ -1,6 +1,7 @@
 import type { IdempotencyEvent, IdempotencyEventType } from '@idem/core';
-import { type Attributes, type Counter, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { type Attributes, type Counter, SpanKind } from '@opentelemetry/api';
 import {
+  endedSpan,
   errorTypeOf,
   lazyInstruments,
   SECONDS_BUCKETS,
@@ -125,24 +126,18 @@ export function idempotencyTelemetry(
     const ended = { ...attributes, 'idem.outcome': outcome };
     duration.record(seconds(event.durationMs), ended);
 
-    const endTime = Date.now();
-    const span = tracer.startSpan(
-      procedure === undefined ? 'idempotent' : `idempotent ${procedure}`,
-      {
-        kind: SpanKind.INTERNAL,
-        startTime: new Date(endTime - Math.max(0, event.durationMs)),
-        attributes: {
-          ...ended,
-          'idem.key': event.key,
-          ...(event.version !== undefined && { 'idem.version': event.version }),
-        },
+    const failed = event.error !== undefined || event.type === 'lease_lost';
+    endedSpan(tracer, {
+      name: procedure === undefined ? 'idempotent' : `idempotent ${procedure}`,
+      kind: SpanKind.INTERNAL,
+      durationMs: event.durationMs,
+      attributes: {
+        ...ended,
+        'idem.key': event.key,
+        ...(event.version !== undefined && { 'idem.version': event.version }),
       },
-    );
-    if (event.error !== undefined || event.type === 'lease_lost') {
-      if (event.error instanceof Error) span.recordException(event.error);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: attributes['error.type'] as string });
-    }
-    span.end(new Date(endTime));
+      ...(failed && { error: event.error }),
+    });
   }
 
   return { onEvent };

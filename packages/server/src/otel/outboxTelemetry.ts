@@ -1,8 +1,9 @@
-import type { Attributes } from '@opentelemetry/api';
+import { type Attributes, SpanKind } from '@opentelemetry/api';
 import type { EnqueueEvent } from '../outbox/defineEvents.js';
 import type { ConsumerEvent } from '../outbox/inbox/idempotentConsumer.js';
 import type { RelayEvent } from '../outbox/relay/RelayEvent.js';
 import {
+  endedSpan,
   errorTypeOf,
   lazyInstruments,
   SECONDS_BUCKETS,
@@ -22,8 +23,8 @@ export interface OutboxTelemetry {
 }
 
 /**
- * OpenTelemetry metrics for the transactional outbox, through `@opentelemetry/api` only:
- * without an SDK every call is a no-op.
+ * OpenTelemetry metrics for the transactional outbox, and a span per delivery a consumer
+ * handled, through `@opentelemetry/api` only: without an SDK every call is a no-op.
  *
  * ```ts
  * const outboxMetrics = outboxTelemetry();
@@ -32,11 +33,13 @@ export interface OutboxTelemetry {
  * const billing = idempotentConsumer({ db, name: 'billing', onEvent: outboxMetrics.onEvent });
  * ```
  *
- * Attributes are the topic (`messaging.destination.name`), the consumer
- * (`messaging.consumer.group.name`), the outcome and `error.type`; never an event id.
+ * Metric attributes are the topic (`messaging.destination.name`), the consumer
+ * (`messaging.consumer.group.name`), the outcome and `error.type`; never an event id
+ * (spans carry it as `messaging.message.id`).
  */
 export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry {
-  const instruments = lazyInstruments(options, (meter) => ({
+  const instruments = lazyInstruments(options, (meter, tracer) => ({
+    tracer,
     enqueued: meter.createCounter('idem.outbox.enqueued', {
       unit: '{event}',
       description: 'Events written to the outbox (in the producing transaction).',
@@ -110,6 +113,21 @@ export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry
         if (event.type === 'processed' && event.lagMs !== undefined) {
           metrics.consumeLag.record(seconds(event.lagMs), attributes);
         }
+        endedSpan(metrics.tracer, {
+          name: event.topic === undefined ? 'process' : `process ${event.topic}`,
+          kind: SpanKind.CONSUMER,
+          durationMs: event.durationMs,
+          attributes: {
+            ...handled,
+            'messaging.operation.type': 'process',
+            'messaging.operation.name': 'process',
+            'messaging.message.id': event.eventId,
+            ...(event.batchSize !== undefined && {
+              'messaging.batch.message_count': event.batchSize,
+            }),
+          },
+          ...(event.type === 'failed' && { error: event.error }),
+        });
         return;
       }
     }

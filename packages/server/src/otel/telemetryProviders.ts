@@ -1,7 +1,10 @@
 import {
+  type Attributes,
   type Meter,
   type MeterProvider,
   metrics,
+  type SpanKind,
+  SpanStatusCode,
   type Tracer,
   type TracerProvider,
   trace,
@@ -69,3 +72,34 @@ export function errorTypeOf(error: unknown): string {
 
 /** Milliseconds as the seconds OpenTelemetry records durations in. */
 export const seconds = (ms: number) => Math.max(0, ms) / 1_000;
+
+/**
+ * Records a span for something that already ended `durationMs` ago: the hooks report an
+ * operation when it settles, with its duration. `error` (present, even if `undefined`)
+ * marks the span failed, with `error.type` as the status message.
+ */
+export function endedSpan(
+  tracer: Tracer,
+  span: {
+    name: string;
+    kind: SpanKind;
+    durationMs: number;
+    attributes: Attributes;
+    error?: unknown;
+  },
+): void {
+  const endTime = Date.now();
+  const started = tracer.startSpan(span.name, {
+    kind: span.kind,
+    startTime: new Date(endTime - Math.max(0, span.durationMs)),
+    attributes: span.attributes,
+  });
+  if ('error' in span) {
+    if (span.error instanceof Error) started.recordException(span.error);
+    started.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: String(span.attributes['error.type'] ?? errorTypeOf(span.error)),
+    });
+  }
+  started.end(new Date(endTime));
+}
