@@ -8,6 +8,7 @@ export {
   type SweepExpiredOptions,
   type Sweeper,
   type SweeperOptions,
+  type SweepScheduleOptions,
   type SweepTarget,
   sweepExpired,
 } from './sweeper.js';

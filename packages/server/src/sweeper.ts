@@ -47,18 +47,30 @@ const positiveInteger = (name: string, value: number) => {
  */
 export async function sweepExpired(options: SweepExpiredOptions): Promise<number> {
   const store = storeOf(options);
+  return deleteInBatches((limit) => store.sweep({ limit }), options);
+}
+
+/**
+ * Calls `deleteBatch(batchSize)` until a batch comes back short of `batchSize` or
+ * `maxBatches` ran; returns the rows deleted. The batching of every sweep (keys, inbox).
+ */
+export async function deleteInBatches(
+  deleteBatch: (limit: number) => Promise<number>,
+  options: { batchSize?: number; maxBatches?: number },
+): Promise<number> {
   const batchSize = positiveInteger('batchSize', options.batchSize ?? 1_000);
   const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
   let total = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
-    const deleted = await store.sweep({ limit: batchSize });
+    const deleted = await deleteBatch(batchSize);
     total += deleted;
     if (deleted < batchSize) break;
   }
   return total;
 }
 
-export type SweeperOptions = SweepExpiredOptions & {
+/** When and how a sweeper runs, whatever it sweeps. */
+export interface SweepScheduleOptions {
   /**
    * Time between the end of one sweep and the start of the next.
    * @default 60_000
@@ -74,7 +86,9 @@ export type SweeperOptions = SweepExpiredOptions & {
   onError?: (error: unknown) => void;
   /** @default systemClock */
   clock?: Clock;
-};
+}
+
+export type SweeperOptions = SweepExpiredOptions & SweepScheduleOptions;
 
 export interface Sweeper {
   /** Sweeps now, then every `intervalMs`. Calling it twice changes nothing. */
@@ -91,15 +105,27 @@ export interface Sweeper {
  */
 export function createSweeper(options: SweeperOptions): Sweeper {
   storeOf(options);
+  return scheduleSweeps('idem sweeper', () => sweepExpired(options), options);
+}
+
+/**
+ * Runs `sweep` now and then `intervalMs` after each one ended, never two at once; `stop()`
+ * waits for the sweep in hand. The schedule of every sweeper (keys, inbox).
+ */
+export function scheduleSweeps(
+  name: string,
+  sweep: () => Promise<number>,
+  options: SweepScheduleOptions,
+): Sweeper {
   const intervalMs = positiveInteger('intervalMs', options.intervalMs ?? 60_000);
   const clock = options.clock ?? systemClock;
-  const onError = options.onError ?? ((error: unknown) => console.error('idem sweeper:', error));
+  const onError = options.onError ?? ((error: unknown) => console.error(`${name}:`, error));
   let running = false;
   let timer: TimerHandle | undefined;
   let inFlight: Promise<number> | undefined;
 
   const sweepNow = (): Promise<number> => {
-    inFlight ??= sweepExpired(options)
+    inFlight ??= sweep()
       .then((deleted) => {
         options.onSweep?.(deleted);
         return deleted;

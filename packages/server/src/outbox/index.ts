@@ -16,6 +16,10 @@ export {
   isInvalidEventError,
 } from './errors/InvalidEventError.js';
 export {
+  createInboxSweeper,
+  type InboxSweeperOptions,
+} from './inbox/createInboxSweeper.js';
+export {
   type BatchHandler,
   type BatchItemResult,
   type ConsumerEvent,
