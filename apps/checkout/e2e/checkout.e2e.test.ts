@@ -98,6 +98,13 @@ describe('checkout in a real browser', () => {
       .locator('[data-testid=attempt][data-outcome=replayed]')
       .waitFor({ timeout: WAIT_MS });
     await screenshot(page, 'c-double-click');
+    // Both requests ended before the page moved on: nothing left "sending…" and no row
+    // announcing a retry that never came, each request's attempts under its own heading.
+    expect(await page.locator('[data-testid=attempt][data-outcome=pending]').count()).toBe(0);
+    for (const call of ['1', '2']) {
+      const last = page.locator(`[data-testid=attempt][data-call="${call}"]`).last();
+      expect(await last.locator('td.retry').textContent()).toBe('');
+    }
 
     const outcomes = await attemptOutcomes(page);
     expect(outcomes.filter((outcome) => outcome === 'executed')).toHaveLength(1);

@@ -35,17 +35,32 @@ export interface Shopper {
   api: ReturnType<typeof createTRPCClient<AppRouter>>;
 }
 
-/** A new browser context (own localStorage: cart, session) with two products in the cart. */
-export async function newShopper(browser: Browser, baseUrl: string): Promise<Shopper> {
+/** A phone's screen: the width every page must fit. */
+export const PHONE = { width: 390, height: 844 };
+
+/**
+ * A new browser context (own localStorage: cart, session), by default with two products
+ * in the cart (`fill: false`: an empty one, like a second browser given a link).
+ */
+export async function newShopper(
+  browser: Browser,
+  baseUrl: string,
+  options: { fill?: boolean; viewport?: { width: number; height: number } } = {},
+): Promise<Shopper> {
   const context = await browser.newContext({
     baseURL: baseUrl,
-    viewport: { width: 1280, height: 900 },
+    viewport: options.viewport ?? { width: 1280, height: 900 },
   });
   const page = await context.newPage();
   await page.goto('/');
-  await page.getByTestId('product-sencha').getByRole('button', { name: 'Add to cart' }).click();
-  await page.getByTestId('product-mug').getByRole('button', { name: 'Add to cart' }).click();
-  await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+  if (options.fill !== false) {
+    await page.getByTestId('product-sencha').getByRole('button', { name: 'Add to cart' }).click();
+    await page.getByTestId('product-mug').getByRole('button', { name: 'Add to cart' }).click();
+    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+  }
+  await page.waitForFunction(() => localStorage.getItem('idem-demo-session'), undefined, {
+    timeout: WAIT_MS,
+  });
   const sessionId = await page.evaluate(() => localStorage.getItem('idem-demo-session'));
   if (!sessionId) throw new Error('the page set no session id');
   const api = createTRPCClient<AppRouter>({
@@ -61,9 +76,14 @@ export async function newShopper(browser: Browser, baseUrl: string): Promise<Sho
 }
 
 /** Opens the checkout with chaos from the query string and presses Pay. */
-export async function payWith(page: Page, query: string, cardNumber?: string): Promise<void> {
+export async function payWith(
+  page: Page,
+  query: string,
+  cardNumber?: string,
+  total = '€30.50',
+): Promise<void> {
   await page.goto(`/checkout${query}`);
-  await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+  await page.getByTestId('cart-total').getByText(total).waitFor({ timeout: WAIT_MS });
   if (cardNumber) await page.locator('input[name=cardNumber]').fill(cardNumber);
   await page.getByTestId('pay').click();
 }
@@ -87,13 +107,63 @@ export async function attemptOutcomes(page: Page): Promise<string[]> {
     .evaluateAll((rows) => rows.map((row) => row.getAttribute('data-outcome') ?? ''));
 }
 
-/** The checkout key the panel shows. */
+/** The checkout key the panel shows (the checkout's id), once the page has one. */
 export async function checkoutKeyOf(page: Page): Promise<string> {
-  const key = await page.getByTestId('what-happened').getAttribute('data-key');
+  const panel = page.locator('[data-testid=what-happened][data-key]');
+  await panel.waitFor({ timeout: WAIT_MS });
+  const key = await panel.getAttribute('data-key');
   if (!key) throw new Error('the panel shows no checkout key');
   return key;
 }
 
 export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: path.join(artifactsDir, `${name}.png`), fullPage: true });
+}
+
+/** Polls `probe` until it returns a value other than undefined (a generous bound, no sleeps as assertions). */
+export async function eventually<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = WAIT_MS,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/**
+ * What the database holds for one checkout once everything has settled: the email (which
+ * follows the order through the outbox) has arrived, and no idempotency key is left in
+ * progress anywhere (a key whose attempt died is taken over by the next one once its
+ * lease has passed).
+ */
+export async function settledDatabase(api: Shopper['api'], checkoutKey: string) {
+  await eventually('no key in progress', async () =>
+    (await api.demo.totals.query()).keysInProgress === 0 ? true : undefined,
+  );
+  const checkout = await eventually('the confirmation email', async () => {
+    const found = await api.demo.checkout.query({ key: checkoutKey });
+    return found.emails.length > 0 ? found : undefined;
+  });
+  return {
+    ...checkout,
+    charged: checkout.charges.filter((charge) => charge.outcome === 'charged'),
+    keysInProgress: (await api.demo.totals.query()).keysInProgress,
+  };
+}
+
+/** Exactly one charge (the provider asked once), one order and one email for the checkout. */
+export function expectExactlyOnce(database: Awaited<ReturnType<typeof settledDatabase>>) {
+  const problems: string[] = [];
+  if (database.charged.length !== 1) problems.push(`${database.charged.length} charges`);
+  if (database.orders.length !== 1) problems.push(`${database.orders.length} orders`);
+  if (database.emails.length !== 1) problems.push(`${database.emails.length} emails`);
+  if (database.key?.status !== 'completed') problems.push(`key ${database.key?.status}`);
+  if (database.keysInProgress !== 0) problems.push(`${database.keysInProgress} keys in progress`);
+  if (problems.length > 0) throw new Error(`not exactly once: ${problems.join(', ')}`);
 }

@@ -1,3 +1,4 @@
+import { intentKey } from '@idem/client';
 import { useSyncExternalStore } from 'react';
 
 export interface CartItem {
@@ -6,6 +7,16 @@ export interface CartItem {
 }
 
 const CART_KEY = 'idem-demo-cart';
+
+/**
+ * The cart's id: an intent key in localStorage, so every tab of this browser and every
+ * reload sees the same cart, and paying it (clear) settles it: the next cart is another
+ * intent. The server opens one checkout per (cart id, cart lines).
+ */
+const cartIntent = () => intentKey({ intent: 'cart', storage: 'local' });
+
+/** This browser's cart id (created with the cart). */
+export const cartId = () => cartIntent().get();
 const EMPTY: readonly CartItem[] = [];
 const listeners = new Set<() => void>();
 let cached: { raw: string | null; items: readonly CartItem[] } = { raw: null, items: EMPTY };
@@ -25,6 +36,8 @@ function read(): readonly CartItem[] {
 }
 
 function write(items: readonly CartItem[]) {
+  if (items.length > 0) cartIntent().get();
+  else cartIntent().settle();
   localStorage.setItem(CART_KEY, JSON.stringify(items));
   for (const listener of listeners) listener();
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chaosFromSearch, chaosToSearch, NO_CHAOS } from './chaos';
+import { chaosFromSearch, chaosToSearch, NO_CHAOS, searchWithChaos } from './chaos';
 
 describe('chaos settings in the query string', () => {
   it('reads every switch, clamped to its range', () => {
@@ -25,5 +25,13 @@ describe('chaos settings in the query string', () => {
     expect(chaosToSearch(chaos)).toBe('?drop=30&crash=1');
     expect(chaosFromSearch(chaosToSearch(chaos))).toEqual(chaos);
     expect(chaosToSearch(NO_CHAOS)).toBe('');
+  });
+
+  it('replaces the chaos in a query string and keeps the other parameters', () => {
+    const chaos = { ...NO_CHAOS, latencyMs: 1500 };
+    expect(searchWithChaos('?checkout=co_1&drop=50&crash=1', chaos)).toBe(
+      '?checkout=co_1&latency=1500',
+    );
+    expect(searchWithChaos('?drop=50', NO_CHAOS)).toBe('');
   });
 });

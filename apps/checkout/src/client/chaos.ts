@@ -69,6 +69,15 @@ export function chaosToSearch(chaos: Chaos): string {
   return search ? `?${search}` : '';
 }
 
+/** `search` with its chaos parameters replaced by these settings; other parameters stay. */
+export function searchWithChaos(search: string, chaos: Chaos): string {
+  const params = new URLSearchParams(search);
+  for (const name of Object.values(CHAOS_PARAMS)) params.delete(name);
+  for (const [name, value] of new URLSearchParams(chaosToSearch(chaos))) params.set(name, value);
+  const result = params.toString();
+  return result ? `?${result}` : '';
+}
+
 /** The switches that are on, in words, for the panel. */
 export function describeChaos(chaos: Chaos): string[] {
   const on: string[] = [];

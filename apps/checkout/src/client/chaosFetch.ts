@@ -4,9 +4,14 @@ import type { Chaos } from './chaos';
 
 type Input = string | URL | Request;
 
+/** Which call (a Pay press, or one of a double click's two) a request belongs to. */
+export const CALL_HEADER = 'x-demo-call';
+
 /** What happened on the wire for one request, as far as the real network saw it. */
 interface Exchange {
   sent: boolean;
+  /** Notes the moment it leaves the browser, after any added latency. */
+  onSend: () => void;
   /** How the server answered, when its answer arrived (before chaos may drop it). */
   answer?: AttemptOutcome;
 }
@@ -25,7 +30,10 @@ export function chaosFetch(getChaos: () => Chaos) {
   /** The real network, below the chaos: reads the whole answer to see what it said. */
   const network = async (input: Input, init?: RequestInit): Promise<Response> => {
     const exchange = init ? exchanges.get(init) : undefined;
-    if (exchange) exchange.sent = true;
+    if (exchange) {
+      exchange.sent = true;
+      exchange.onSend();
+    }
     const response = await fetch(input, init);
     // A server that died mid-reply fails here, with the browser's network TypeError.
     const body = await response.arrayBuffer();
@@ -56,11 +64,18 @@ export function chaosFetch(getChaos: () => Chaos) {
       });
     }
 
-    const key = new Headers(init?.headers as HeadersInit | undefined).get('Idempotency-Key');
+    const headers = new Headers(init?.headers as HeadersInit | undefined);
+    const key = headers.get('Idempotency-Key');
+    const call = Number(headers.get(CALL_HEADER) ?? 1);
+    const number = key ? attemptLog.send(key, call) : 0;
     const sendInit: FaultyFetchInit = { ...init };
-    const exchange: Exchange = { sent: false };
+    const exchange: Exchange = {
+      sent: false,
+      onSend: () => {
+        if (key) attemptLog.sent(key, number);
+      },
+    };
     exchanges.set(sendInit, exchange);
-    const number = key ? attemptLog.send(key) : 0;
     try {
       const response = await faulty(input, sendInit);
       if (key) attemptLog.finish(key, number, exchange.answer ?? { kind: 'executed' });

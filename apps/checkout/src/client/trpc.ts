@@ -5,17 +5,27 @@ import superjson from 'superjson';
 import type { AppRouter } from '@/server/routers/appRouter';
 import { attemptLog } from './attemptLog';
 import type { Chaos } from './chaos';
-import { chaosFetch } from './chaosFetch';
+import { CALL_HEADER, chaosFetch } from './chaosFetch';
 import { sessionId } from './session';
 
-export const { TRPCProvider, useTRPC } = createTRPCContext<AppRouter>();
+export const { TRPCProvider, useTRPC, useTRPCClient } = createTRPCContext<AppRouter>();
 
 const url = '/api/trpc';
-const sessionHeaders = () => ({ 'x-demo-session': sessionId() });
+const SESSION_HEADER = 'x-demo-session';
+const sessionHeaders = () => ({ [SESSION_HEADER]: sessionId() });
+
+/** What the checkout form puts in a Pay call's context. */
+export interface PayContext {
+  idempotencyKey: string;
+  /** Which Pay press (1, or 2 for a double click's second): the panel groups by it. */
+  demoCall: number;
+}
 
 /**
- * Mutations: a key per call (idempotencyLink), retried with that same key through the
- * chaos network (keyedRetryLink). Queries (the panel's polling) take the plain network.
+ * Mutations: a key per call (idempotencyLink), retried with that same key
+ * (keyedRetryLink). Pay goes through the chaos network, which logs every attempt for the
+ * panel; opening and preparing the checkout take the plain network (the chaos switches
+ * are about Pay). Queries (the panel's polling) are batched on the plain network.
  */
 export function createClient(getChaos: () => Chaos) {
   return createTRPCClient<AppRouter>({
@@ -30,15 +40,28 @@ export function createClient(getChaos: () => Chaos) {
             maxDelayMs: 2_000,
             deadlineMs: 30_000,
             onRetry: ({ op, delayMs }) => {
-              const key = op.context.idempotencyKey;
-              if (typeof key === 'string') attemptLog.retrying(key, delayMs);
+              const { idempotencyKey, demoCall } = op.context as Partial<PayContext>;
+              if (typeof idempotencyKey === 'string' && typeof demoCall === 'number') {
+                attemptLog.retrying(idempotencyKey, demoCall, delayMs);
+              }
             },
           }),
-          httpLink({
-            url,
-            transformer: superjson,
-            fetch: chaosFetch(getChaos),
-            headers: idempotencyHeaders.with(sessionHeaders),
+          splitLink({
+            condition: (op) => op.path === 'checkout.pay',
+            true: httpLink({
+              url,
+              transformer: superjson,
+              fetch: chaosFetch(getChaos),
+              headers: idempotencyHeaders.with(({ op }) => ({
+                ...sessionHeaders(),
+                [CALL_HEADER]: String((op.context as Partial<PayContext>).demoCall ?? 1),
+              })),
+            }),
+            false: httpLink({
+              url,
+              transformer: superjson,
+              headers: idempotencyHeaders.with(sessionHeaders),
+            }),
           }),
         ],
         false: httpBatchLink({ url, transformer: superjson, headers: sessionHeaders }),

@@ -1,111 +1,191 @@
 'use client';
 
-import { isTransientError } from '@idem/client';
-import { useIdempotencyKey } from '@idem/client/react';
-import { useMutation, useQueryClient } from '@tanstack/react-query';
+import { isOutcomeUnknown } from '@idem/client';
+import { useQueryClient } from '@tanstack/react-query';
+import type { TRPCClientErrorLike } from '@trpc/client';
+import Link from 'next/link';
 import { useRouter } from 'next/navigation';
-import { useEffect, useRef, useState } from 'react';
+import { useEffect, useState } from 'react';
 import { attemptLog } from '@/client/attemptLog';
-import { useCart } from '@/client/cart';
+import { cartId, useCart } from '@/client/cart';
 import { describeChaos } from '@/client/chaos';
-import { useTRPC } from '@/client/trpc';
-import type { CheckoutInput } from '@/server/routers/checkout';
+import { shortKey } from '@/client/format';
+import { type PayContext, useTRPC, useTRPCClient } from '@/client/trpc';
+import type { CheckoutView } from '@/server/checkoutIntents';
+import type { AppRouter } from '@/server/routers/appRouter';
 import { useChaos } from './Providers';
 
-export function CheckoutForm() {
+type PayError = TRPCClientErrorLike<AppRouter> | Error;
+
+/**
+ * Pay for one checkout. The key is the checkout (the server derives it from the id), so
+ * every press, retry, reload, tab and browser that pays this checkout sends the same key:
+ * the card is charged at most once, and a late payer gets the one order.
+ */
+export function CheckoutForm({
+  checkout,
+  switchTo,
+}: {
+  checkout: CheckoutView | undefined;
+  switchTo: (view: CheckoutView) => void;
+}) {
   const trpc = useTRPC();
+  const client = useTRPCClient();
   const router = useRouter();
   const queryClient = useQueryClient();
   const cart = useCart();
   const { chaos } = useChaos();
   const [email, setEmail] = useState('ada@example.com');
   const [cardNumber, setCardNumber] = useState('4242 4242 4242 4242');
+  const [paying, setPaying] = useState(false);
+  const [error, setError] = useState<PayError | null>(null);
 
-  const input: CheckoutInput = {
-    items: [...cart.items],
-    email,
-    cardNumber,
-    simulate: { crashAfterCharge: chaos.crashAfterCharge, redeliverEvent: chaos.redeliverEvent },
-  };
-
-  // One key per logical checkout: the same on every retry and on a double click, and on
-  // "Pay" again after a failure, so the server runs the checkout at most once. A changed
-  // request is another checkout and gets a new key (one key with two payloads is a 422).
-  const { key, reset } = useIdempotencyKey();
-  const request = JSON.stringify(input);
-  const lastRequest = useRef(request);
+  // Paid (here, in another tab or in another browser): this browser's cart is done.
+  const paidCart = checkout?.status === 'paid' ? checkout.cartId : null;
   useEffect(() => {
-    if (request === lastRequest.current) return;
-    lastRequest.current = request;
-    reset();
-  }, [request, reset]);
+    if (paidCart && cart.items.length > 0 && paidCart === cartId()) cart.clear();
+  }, [paidCart, cart]);
 
-  const pay = useMutation(
-    trpc.checkout.pay.mutationOptions({
-      trpc: { context: { idempotencyKey: key } },
-      retry: false, // keyedRetryLink retries, with the same key
-      onSettled: () => queryClient.invalidateQueries({ queryKey: trpc.demo.pathKey() }),
-      onSuccess(result) {
-        cart.clear();
-        reset();
-        router.push(`/orders/${result.orderId}?key=${encodeURIComponent(result.checkoutKey)}`);
-      },
-    }),
-  );
-
-  const submit = () => {
-    attemptLog.start(key, describeChaos(chaos));
-    pay.mutate(input);
-    if (chaos.doubleClick) pay.mutate(input);
+  const submit = async () => {
+    if (!checkout) return;
+    setPaying(true);
+    setError(null);
+    try {
+      // The details go with the checkout; once a payment started they are frozen and this
+      // changes nothing. After a decline, another card comes back as a new checkout.
+      const target = await client.checkout.prepare.mutate({
+        checkoutId: checkout.id,
+        email,
+        cardNumber,
+        simulate: {
+          crashAfterCharge: chaos.crashAfterCharge,
+          redeliverEvent: chaos.redeliverEvent,
+        },
+      });
+      if (target.id !== checkout.id) switchTo(target);
+      const key = target.id;
+      const calls = chaos.doubleClick ? 2 : 1;
+      const chaosInWords = describeChaos(chaos);
+      // A double click: two calls at once, each with its own retries, one key.
+      const answers = await Promise.allSettled(
+        Array.from({ length: calls }, () => {
+          const context: PayContext = {
+            idempotencyKey: key,
+            demoCall: attemptLog.startCall(key, chaosInWords),
+          };
+          return client.checkout.pay.mutate({ checkoutId: key }, { context: { ...context } });
+        }),
+      );
+      // Both calls are over before the page moves on, so the panel shows how each ended.
+      const paid = answers.find((answer) => answer.status === 'fulfilled');
+      if (!paid) {
+        throw mostTelling(
+          answers.map((answer) => (answer as PromiseRejectedResult).reason as PayError),
+        );
+      }
+      const result = paid.value;
+      const already = !attemptLog.ranHere(key);
+      router.push(`/orders/${result.orderId}${already ? '?already=1' : ''}`);
+      cart.clear();
+    } catch (failure) {
+      setError(failure as PayError);
+    } finally {
+      setPaying(false);
+      queryClient.invalidateQueries({ queryKey: trpc.checkout.pathKey() });
+      queryClient.invalidateQueries({ queryKey: trpc.demo.pathKey() });
+    }
   };
 
-  const declined = pay.error?.data?.code === 'PAYMENT_REQUIRED';
+  const status = checkout?.status;
   return (
     <div className="card" data-testid="checkout-form">
       <h2>Pay</h2>
-      <label className="field">
-        Email for the receipt
-        <input
-          type="email"
-          value={email}
-          onChange={(event) => setEmail(event.target.value)}
-          name="email"
-        />
-      </label>
-      <label className="field">
-        Card number
-        <input
-          inputMode="numeric"
-          value={cardNumber}
-          onChange={(event) => setCardNumber(event.target.value)}
-          name="cardNumber"
-        />
-        <span className="hint">
-          4242 4242 4242 4242 always pays, 4000 0000 0000 0002 is always declined, any other number
-          is declined one time in ten.
-        </span>
-      </label>
-      <button
-        type="button"
-        className="primary pay"
-        onClick={submit}
-        disabled={cart.items.length === 0 || pay.isPending}
-        data-testid="pay"
-      >
-        {pay.isPending ? 'Paying…' : 'Pay'}
-      </button>
-      {cart.items.length === 0 && <p className="hint">The cart is empty.</p>}
-      {pay.error && (
-        <div className="notice bad" data-testid="pay-error">
-          <strong>{declined ? 'Declined. ' : 'Not paid. '}</strong>
-          {pay.error.message}{' '}
-          {declined
-            ? 'The shop stored this answer under the checkout key: Pay again replays it, and nothing is charged.'
-            : isTransientError(pay.error)
-              ? 'The outcome is unknown after every retry. Pay again is safe: it sends the same key.'
-              : ''}
+      {/* While this tab's own Pay is out or ended without an answer, Pay stays: it finds out. */}
+      {status === 'paid' && checkout?.orderId && !paying && !error ? (
+        <div className="notice ok" data-testid="already-paid">
+          <strong>Already paid.</strong> This cart's checkout was paid (from this tab, another tab
+          or another browser): order {shortKey(checkout.orderId)}. Nothing more will be charged.{' '}
+          <Link href={`/orders/${checkout.orderId}?already=1`}>See the order</Link>
         </div>
+      ) : (
+        <>
+          <label className="field">
+            Email for the receipt
+            <input
+              type="email"
+              value={email}
+              onChange={(event) => setEmail(event.target.value)}
+              name="email"
+            />
+          </label>
+          <label className="field">
+            Card number
+            <input
+              inputMode="numeric"
+              value={cardNumber}
+              onChange={(event) => setCardNumber(event.target.value)}
+              name="cardNumber"
+            />
+            <span className="hint">
+              4242 4242 4242 4242 always pays, 4000 0000 0000 0002 is always declined, any other
+              number is declined one time in ten.
+            </span>
+          </label>
+          {status === 'paying' && !paying && (
+            <p className="notice warn" data-testid="payment-under-way">
+              A payment of this checkout started earlier (before a reload, or in another tab or
+              browser) and has not finished. Pay finds out: it sends the same key, so it completes
+              or replays that one payment and never charges twice.
+            </p>
+          )}
+          <button
+            type="button"
+            className="primary pay"
+            onClick={submit}
+            disabled={!checkout || paying}
+            data-testid="pay"
+          >
+            {paying ? 'Paying…' : 'Pay'}
+          </button>
+        </>
       )}
+      {error && <PayErrorNotice error={error} />}
+    </div>
+  );
+}
+
+/** Of a double click's two failures, the one that says most: a decision beats "unknown". */
+function mostTelling(errors: PayError[]): PayError {
+  return errors.find((error) => !isOutcomeUnknown(error)) ?? errors[0]!;
+}
+
+function PayErrorNotice({ error }: { error: PayError }) {
+  const code = 'data' in error ? error.data?.code : undefined;
+  const message = /[.!?]$/.test(error.message) ? error.message : `${error.message}.`;
+  if (code === 'PAYMENT_REQUIRED') {
+    return (
+      <div className="notice bad" data-testid="pay-error">
+        <strong>Declined. </strong>
+        {message} The shop stored this answer with the checkout: Pay again replays it, and nothing
+        is charged. Another card number starts a new checkout for this cart.
+      </div>
+    );
+  }
+  if (isOutcomeUnknown(error)) {
+    return (
+      <div className="notice warn" data-testid="pay-error" data-outcome="unknown">
+        <strong>Outcome unknown. </strong>
+        No answer came back ({message.replace(/\.$/, '')}): the card may have been charged and the
+        order placed, or not. Pay again finds out: it sends the same checkout key, so it gets the
+        stored result of a payment that went through, or makes the one payment, and never charges
+        twice.
+      </div>
+    );
+  }
+  return (
+    <div className="notice bad" data-testid="pay-error">
+      <strong>Not paid. </strong>
+      {message}
     </div>
   );
 }

@@ -1,53 +1,63 @@
 'use client';
 
-import { skipToken, useQuery } from '@tanstack/react-query';
+import { useQuery } from '@tanstack/react-query';
 import Link from 'next/link';
 import { formatCents, shortKey } from '@/client/format';
 import { useTRPC } from '@/client/trpc';
 import { WhatHappened } from './WhatHappened';
 
-export function OrderConfirmation({
-  orderId,
-  checkoutKey,
-}: {
-  orderId: string;
-  checkoutKey: string | null;
-}) {
+/** An order's page: read from the database by the order's id, in any browser that has the link. */
+export function OrderConfirmation({ orderId, already }: { orderId: string; already: boolean }) {
   const trpc = useTRPC();
-  const checkout = useQuery(
-    trpc.demo.checkout.queryOptions(checkoutKey ? { key: checkoutKey } : skipToken),
-  );
-  const order = checkout.data?.orders.find((candidate) => candidate.id === orderId);
+  const query = useQuery(trpc.checkout.order.queryOptions({ orderId }));
+  const order = query.data;
   return (
     <>
-      <h1>Thank you</h1>
+      <h1>{order ? 'Thank you' : 'Order'}</h1>
       <p className="lead">
         <Link href="/">Back to the products</Link> to try another checkout with more chaos.
       </p>
       <div className="stack">
         <div className="card confirmation" data-testid="confirmation">
-          <p className="big">Order {shortKey(orderId)} is paid.</p>
-          {order && (
-            <table className="lines">
-              <tbody>
-                {order.lines.map((line) => (
-                  <tr key={line.productId}>
-                    <td>{line.name}</td>
-                    <td className="num">× {line.quantity}</td>
-                    <td className="num">{formatCents(line.priceCents * line.quantity)}</td>
+          {query.isPending ? (
+            <p className="hint">Loading order {shortKey(orderId)}…</p>
+          ) : !order ? (
+            <p className="big" data-testid="no-order">
+              {query.error
+                ? `Order ${shortKey(orderId)} could not be loaded: ${query.error.message}`
+                : `There is no order ${shortKey(orderId)}.`}
+            </p>
+          ) : (
+            <>
+              <p className="big">Order {shortKey(order.id)} is paid.</p>
+              {already && (
+                <p className="notice ok" data-testid="already-paid">
+                  <strong>Already paid.</strong> This cart's checkout had been paid before (from
+                  another tab, another browser, or an attempt whose answer was lost): your Pay got
+                  this order, and nothing was charged again.
+                </p>
+              )}
+              <table className="lines">
+                <tbody>
+                  {order.lines.map((line) => (
+                    <tr key={line.productId}>
+                      <td>{line.name}</td>
+                      <td className="num">× {line.quantity}</td>
+                      <td className="num">{formatCents(line.priceCents * line.quantity)}</td>
+                    </tr>
+                  ))}
+                  <tr className="total">
+                    <td>Total charged</td>
+                    <td />
+                    <td className="num">{formatCents(order.totalCents)}</td>
                   </tr>
-                ))}
-                <tr className="total">
-                  <td>Total charged</td>
-                  <td />
-                  <td className="num">{formatCents(order.totalCents)}</td>
-                </tr>
-              </tbody>
-            </table>
+                </tbody>
+              </table>
+              <p className="hint">A confirmation goes to {order.email}.</p>
+            </>
           )}
-          {order && <p className="hint">A confirmation goes to {order.email}.</p>}
         </div>
-        <WhatHappened checkoutKey={checkoutKey} />
+        {order && <WhatHappened checkoutKey={order.checkoutKey} />}
       </div>
     </>
   );

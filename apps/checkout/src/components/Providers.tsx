@@ -1,8 +1,16 @@
 'use client';
 
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
-import { createContext, type ReactNode, useContext, useEffect, useRef, useState } from 'react';
-import { type Chaos, chaosFromSearch, NO_CHAOS } from '@/client/chaos';
+import {
+  createContext,
+  type ReactNode,
+  useCallback,
+  useContext,
+  useEffect,
+  useRef,
+  useState,
+} from 'react';
+import { type Chaos, chaosFromSearch, NO_CHAOS, searchWithChaos } from '@/client/chaos';
 import { createClient, TRPCProvider } from '@/client/trpc';
 
 interface ChaosState {
@@ -33,9 +41,15 @@ export function Providers({ children }: { children: ReactNode }) {
   useEffect(() => {
     setChaos(chaosFromSearch(window.location.search));
   }, []);
+  // …and written back to it, so a reload keeps the chaos the page showed.
+  const changeChaos = useCallback((next: Chaos) => {
+    setChaos(next);
+    const search = searchWithChaos(window.location.search, next);
+    window.history.replaceState(null, '', `${window.location.pathname}${search}`);
+  }, []);
 
   return (
-    <ChaosContext.Provider value={{ chaos, setChaos }}>
+    <ChaosContext.Provider value={{ chaos, setChaos: changeChaos }}>
       <QueryClientProvider client={queryClient}>
         <TRPCProvider trpcClient={trpcClient} queryClient={queryClient}>
           {children}

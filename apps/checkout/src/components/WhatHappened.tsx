@@ -1,8 +1,8 @@
 'use client';
 
 import { skipToken, useQuery } from '@tanstack/react-query';
-import { useSyncExternalStore } from 'react';
-import { type Attempt, attemptLog } from '@/client/attemptLog';
+import { Fragment, useSyncExternalStore } from 'react';
+import { type Attempt, attemptLog, type CheckoutRun } from '@/client/attemptLog';
 import { formatCents, shortKey } from '@/client/format';
 import { useTRPC } from '@/client/trpc';
 
@@ -12,8 +12,12 @@ import { useTRPC } from '@/client/trpc';
  */
 export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
   const trpc = useTRPC();
-  useSyncExternalStore(attemptLog.subscribe, attemptLog.version, () => 0);
-  const run = attemptLog.run(checkoutKey);
+  // Runs are replaced, never changed in place: the snapshot is the run itself.
+  const run = useSyncExternalStore(
+    attemptLog.subscribe,
+    () => attemptLog.run(checkoutKey),
+    () => undefined,
+  );
   const server = useQuery(
     trpc.demo.checkout.queryOptions(checkoutKey ? { key: checkoutKey } : skipToken, {
       // Fast while the checkout is under way (the email follows through the outbox), then
@@ -36,6 +40,9 @@ export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
       </div>
     );
   }
+  const chaosSeen = run
+    ? run.chaos.join(', ') || 'none'
+    : 'not seen here (no request of this checkout was sent from this tab)';
 
   const data = server.data;
   const charged = data?.charges.filter((charge) => charge.outcome === 'charged') ?? [];
@@ -48,9 +55,8 @@ export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
     <div className="card panel" data-testid="what-happened" data-key={checkoutKey}>
       <h2>What happened</h2>
       <p className="subtitle">
-        Checkout key <code data-testid="checkout-key">{shortKey(checkoutKey)}</code>, sent with
-        every attempt below · chaos:{' '}
-        {run ? run.chaos.join(', ') || 'none' : 'unknown (set in another tab)'}
+        Checkout <code data-testid="checkout-key">{shortKey(checkoutKey)}</code>: its id is the key
+        of every attempt below · chaos: {chaosSeen}
       </p>
 
       <div className="tiles">
@@ -95,29 +101,31 @@ export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
         />
       </div>
 
-      <table className="attempts" data-testid="attempts">
-        <thead>
-          <tr>
-            <th>#</th>
-            <th>sent</th>
-            <th>outcome</th>
-            <th>what it means</th>
-            <th>next</th>
-          </tr>
-        </thead>
-        <tbody>
-          {(run?.attempts ?? []).map((attempt) => (
-            <AttemptRow attempt={attempt} key={attempt.number} />
-          ))}
-          {!run && (
+      <div className="scroll">
+        <table className="attempts" data-testid="attempts">
+          <thead>
             <tr>
-              <td colSpan={5} className="hint">
-                The attempts were seen by the tab that paid; the database's side is above.
-              </td>
+              <th>#</th>
+              <th>sent</th>
+              <th>outcome</th>
+              <th>what it means</th>
+              <th>next</th>
             </tr>
-          )}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {run && <AttemptRows run={run} />}
+            {!run?.attempts.length && (
+              <tr>
+                <td colSpan={5} className="hint">
+                  {run || data?.key
+                    ? 'No request of this checkout was sent from this tab: the attempts were seen by the tab or browser that paid; the database side is above.'
+                    : 'Nothing sent yet.'}
+                </td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
 
       {data?.key && (
         <p className="keyline" data-testid="key-record">
@@ -166,12 +174,40 @@ function Tile(props: { name: string; label: string; count: number; none: string;
   );
 }
 
+/** The attempts in send order, under one heading per call when a double click made two. */
+function AttemptRows({ run }: { run: CheckoutRun }) {
+  const calls = [...new Set(run.attempts.map((attempt) => attempt.call))].sort((a, b) => a - b);
+  if (calls.length <= 1) {
+    return run.attempts.map((attempt) => <AttemptRow attempt={attempt} key={attempt.number} />);
+  }
+  return calls.map((call) => (
+    <Fragment key={call}>
+      <tr className="call">
+        <th colSpan={5}>
+          Pay request {call} of {calls.length}: its own retries
+        </th>
+      </tr>
+      {run.attempts
+        .filter((attempt) => attempt.call === call)
+        .map((attempt) => (
+          <AttemptRow attempt={attempt} key={attempt.number} />
+        ))}
+    </Fragment>
+  ));
+}
+
 function AttemptRow({ attempt }: { attempt: Attempt }) {
   const [badge, label, meaning] = describe(attempt);
   return (
-    <tr data-testid="attempt" data-outcome={outcomeName(attempt)}>
+    <tr data-testid="attempt" data-outcome={outcomeName(attempt)} data-call={attempt.call}>
       <td>{attempt.number}</td>
-      <td className="when">+{attempt.sentAtMs} ms</td>
+      <td className="when">
+        {attempt.sentAtMs === null
+          ? attempt.outcome.kind === 'pending'
+            ? 'waiting'
+            : '—'
+          : `+${attempt.sentAtMs} ms`}
+      </td>
       <td>
         <span className={`badge ${badge}`}>{label}</span>
       </td>
@@ -192,7 +228,9 @@ function describe(attempt: Attempt): [badge: string, label: string, meaning: str
   const { outcome } = attempt;
   switch (outcome.kind) {
     case 'pending':
-      return ['pending', 'sending…', 'waiting for the server'];
+      return attempt.sentAtMs === null
+        ? ['pending', 'waiting…', 'held back by the added latency']
+        : ['pending', 'sending…', 'waiting for the server'];
     case 'executed':
       return ['executed', 'executed', 'the server ran the checkout for this request'];
     case 'replayed':
@@ -215,6 +253,12 @@ function describe(attempt: Attempt): [badge: string, label: string, meaning: str
       return ['failed', 'failed: not sent', 'the request never left the browser'];
     case 'connection-lost':
       return ['failed', 'failed: server crashed', 'the connection died with the server process'];
+    case 'page-left':
+      return [
+        'stopped',
+        'no answer: page left',
+        'the page was reloaded or left before the answer came; the server may have run it',
+      ];
     case 'error':
       return outcome.replayed
         ? ['replayed', 'replayed', `the stored answer again: ${outcome.message}`]

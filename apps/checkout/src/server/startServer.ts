@@ -4,7 +4,10 @@ import { getRuntime } from './runtime';
 export async function startServer(): Promise<void> {
   try {
     const runtime = await getRuntime();
-    const url = `http://localhost:${process.env.PORT ?? '3000'}`;
+    // `pnpm start` passes HOST to `next start --hostname`; without it Next.js listens on
+    // every interface, and localhost reaches it.
+    const host = process.env.HOST || 'localhost';
+    const url = `http://${host.includes(':') ? `[${host}]` : host}:${process.env.PORT ?? '3000'}`;
     console.log(`\n  idem checkout demo: ${url}\n  ${runtime.describe()}\n`);
   } catch (error) {
     console.error(`\n  The idem checkout demo could not start:\n  ${(error as Error).message}\n`);

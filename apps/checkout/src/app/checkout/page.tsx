@@ -1,7 +1,4 @@
-import { CartSummary } from '@/components/CartSummary';
-import { ChaosControls } from '@/components/ChaosControls';
-import { CheckoutForm } from '@/components/CheckoutForm';
-import { LatestCheckoutPanel } from '@/components/LatestCheckoutPanel';
+import { CheckoutPanel } from '@/components/CheckoutPanel';
 
 export default function CheckoutPage() {
   return (
@@ -9,18 +6,9 @@ export default function CheckoutPage() {
       <h1>Checkout</h1>
       <p className="lead">
         Turn on some chaos, press Pay, and watch the panel: however many times the request is sent,
-        the card is charged once.
+        from however many tabs or browsers, the card is charged once.
       </p>
-      <div className="columns">
-        <div className="stack">
-          <CartSummary />
-          <CheckoutForm />
-        </div>
-        <ChaosControls />
-      </div>
-      <div style={{ marginTop: 20 }}>
-        <LatestCheckoutPanel />
-      </div>
+      <CheckoutPanel />
     </>
   );
 }

@@ -48,6 +48,23 @@ const STATEMENTS = [
     outcome text not null,
     created_at timestamptz not null default now())`,
   'create index if not exists event_deliveries_order_id_idx on event_deliveries (order_id)',
+  `create table if not exists checkouts (
+    id text primary key,
+    session_id text not null,
+    cart_id text not null,
+    cart_hash text not null,
+    lines jsonb not null,
+    total_cents integer not null,
+    email text,
+    card_number text,
+    crash_after_charge boolean not null default false,
+    redeliver_event boolean not null default false,
+    status text not null default 'open' check (status in ('open', 'paying', 'paid', 'declined')),
+    order_id text,
+    created_at timestamptz not null default now())`,
+  // One live checkout per cart version: two tabs opening the same cart meet on one row.
+  `create unique index if not exists checkouts_live_cart_idx
+    on checkouts (session_id, cart_id, cart_hash) where status <> 'declined'`,
   `insert into products (id, name, description, price_cents, color) values
     ('sencha', 'Sencha, 100 g', 'Green tea from Shizuoka, steamed and rolled.', 1250, '#6b8f3a'),
     ('mug', 'Stoneware mug', 'Hand-glazed, 350 ml, dishwasher safe.', 1800, '#3e6d8e'),

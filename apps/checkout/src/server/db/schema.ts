@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { integer, jsonb, pgTable, serial, text, timestamp } from 'drizzle-orm/pg-core';
+import { boolean, integer, jsonb, pgTable, serial, text, timestamp } from 'drizzle-orm/pg-core';
 
 /** The shop's catalogue, seeded by `migrateApp`. */
 export const products = pgTable('products', {
@@ -17,6 +17,32 @@ export interface OrderLine {
   quantity: number;
   priceCents: number;
 }
+
+export type CheckoutStatus = 'open' | 'paying' | 'paid' | 'declined';
+
+/**
+ * A checkout: the intent to pay one version of one cart, created on the server before Pay
+ * (like a payment intent). Pay is keyed by its id, so every tab, browser and retry that
+ * pays it shares one idempotency key. One live checkout per cart version (a partial unique
+ * index, see migrateApp); a declined one makes room for the next attempt with another card.
+ */
+export const checkouts = pgTable('checkouts', {
+  id: text('id').primaryKey(),
+  sessionId: text('session_id').notNull(),
+  /** The browser's cart (an intent key kept in localStorage) and a hash of its lines. */
+  cartId: text('cart_id').notNull(),
+  cartHash: text('cart_hash').notNull(),
+  lines: jsonb('lines').$type<OrderLine[]>().notNull(),
+  totalCents: integer('total_cents').notNull(),
+  /** The payment details, set before Pay and frozen once a payment starts ('paying'). */
+  email: text('email'),
+  cardNumber: text('card_number'),
+  crashAfterCharge: boolean('crash_after_charge').notNull().default(false),
+  redeliverEvent: boolean('redeliver_event').notNull().default(false),
+  status: text('status').$type<CheckoutStatus>().notNull().default('open'),
+  orderId: text('order_id'),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
 
 /** One row per paid checkout. `idempotency_key` (derived from the checkout's key) is unique. */
 export const orders = pgTable('orders', {

@@ -37,8 +37,10 @@ export async function startEventPipeline(db: AppDatabase): Promise<EventPipeline
  * (On NATS, JetStream drops the copy first: its message id is the event id.)
  */
 function redelivering(publisher: Publisher): Publisher {
+  // Without publishBatch, the relay sends every message through `publish` below.
+  const { publishBatch: _sendsEachOnce, ...single } = publisher;
   return {
-    ...publisher,
+    ...single,
     async publish(message: OutboxMessage) {
       await publisher.publish(message);
       if (message.headers[REDELIVER_HEADER] === '1') await publisher.publish(message);

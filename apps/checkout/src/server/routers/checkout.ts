@@ -3,6 +3,15 @@ import { idempotent } from '@idem/server';
 import { TRPCError } from '@trpc/server';
 import { eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
+import {
+  type CheckoutRow,
+  findCheckout,
+  markCheckout,
+  openCheckout,
+  prepareCheckout,
+  startPayment,
+  toView,
+} from '../checkoutIntents';
 import { crashableStore } from '../crashAfterCharge';
 import type { AppDatabase } from '../db/openDatabase';
 import { type OrderLine, orders, products } from '../db/schema';
@@ -29,90 +38,173 @@ const store: IdempotencyStore = crashableStore({
   sweep: async (options) => (await getRuntime()).store.sweep(options),
 });
 
-/** Mutations that run once per idempotency key and replay their outcome afterwards. */
-const keyedProcedure = publicProcedure.use(
-  idempotent({
-    store,
-    mode: 'lease',
-    leaseMs: CHECKOUT_LEASE_MS,
-    // The browser retries one checkout for up to 30 s (keyedRetryLink's deadlineMs):
-    // start-up refuses a key TTL shorter than that.
-    retryWindowMs: 30_000,
-    // Keys are per shopper: another session's key never replays this one's response.
-    scope: ({ ctx }) => `session:${ctx.sessionId}`,
-  }),
-);
+/** The scope every payment of a checkout is stored under (see `pay`). */
+export const PAY_SCOPE = 'shop';
 
-export const checkoutInput = z.object({
-  items: z
-    .array(z.object({ productId: z.string().max(40), quantity: z.number().int().min(1).max(20) }))
-    .min(1, 'The cart is empty.')
-    .max(20),
+const checkoutId = z
+  .string()
+  .regex(/^co_[0-9a-f-]{36}$/, 'A checkout id looks like co_ followed by a UUID.');
+
+const cartItems = z
+  .array(z.object({ productId: z.string().max(40), quantity: z.number().int().min(1).max(20) }))
+  .min(1, 'The cart is empty.')
+  .max(20);
+
+export const paymentDetails = z.object({
+  checkoutId,
   email: z.email('Enter an email address for the receipt.').max(200),
   cardNumber: z.string().regex(/^[0-9 ]{12,23}$/, 'A card number has 12 to 19 digits.'),
-  /** Server-side chaos switches (part of the request, so every retry carries them). */
+  /** Server-side chaos switches, kept with the checkout like the rest of the details. */
   simulate: z
     .object({ crashAfterCharge: z.boolean(), redeliverEvent: z.boolean() })
     .default({ crashAfterCharge: false, redeliverEvent: false }),
 });
 
-export type CheckoutInput = z.input<typeof checkoutInput>;
+export type PaymentDetailsInput = z.input<typeof paymentDetails>;
+
+function found(row: CheckoutRow | undefined, id: string): CheckoutRow {
+  if (!row) {
+    throw new TRPCError({
+      code: 'NOT_FOUND',
+      message: `No checkout ${id}: open the checkout page from the cart again.`,
+    });
+  }
+  return row;
+}
 
 export const checkoutRouter = router({
-  pay: keyedProcedure.input(checkoutInput).mutation(async ({ ctx, input }) => {
-    const { idempotency, runtime } = ctx;
-    const lines = await priceCart(runtime.db, input.items);
-    const totalCents = lines.reduce((sum, line) => sum + line.priceCents * line.quantity, 0);
-
-    // Recovery point 1. An attempt that takes over after a crash gets the saved charge
-    // here instead of calling the provider again; and the provider itself deduplicates
-    // on the derived key, in case the crash came between its answer and this save.
-    const charge = await idempotency.step('charge', async () => {
-      try {
-        return await runtime.provider.charge({
-          idempotencyKey: idempotency.deriveKey('charge'),
-          checkoutKey: idempotency.key,
-          amountCents: totalCents,
-          cardNumber: input.cardNumber,
-        });
-      } catch (error) {
-        if (!isCardDeclinedError(error)) throw error;
-        // A business "no": stored with the key and replayed to every retry.
-        throw new TRPCError({ code: 'PAYMENT_REQUIRED', message: error.message, cause: error });
-      }
-    });
-
-    if (input.simulate.crashAfterCharge && !idempotency.takeover) {
-      await ctx.crash.crash(idempotency);
-    }
-
-    // Recovery point 2: the order and its order.paid event, in one transaction.
-    const order = await idempotency.step('order', () =>
-      placeOrder(runtime.db, {
-        idempotencyKey: idempotency.deriveKey('order'),
-        checkoutKey: idempotency.key,
+  /**
+   * The checkout of this cart version, created before Pay (like a payment intent). Safe to
+   * send any number of times: the same cart version gets the same checkout.
+   */
+  open: publicProcedure
+    .input(z.object({ cartId: z.string().regex(/^[A-Za-z0-9-]{8,64}$/), items: cartItems }))
+    .mutation(async ({ ctx, input }) => {
+      const lines = await priceCart(ctx.runtime.db, input.items);
+      const totalCents = lines.reduce((sum, line) => sum + line.priceCents * line.quantity, 0);
+      const row = await openCheckout(ctx.runtime.db, {
         sessionId: ctx.sessionId,
-        chargeId: charge.chargeId,
-        email: input.email,
-        totalCents,
+        cartId: input.cartId,
         lines,
-        redeliverEvent: input.simulate.redeliverEvent,
-      }),
-    );
+        totalCents,
+      });
+      return toView(row);
+    }),
 
-    return {
-      checkoutKey: idempotency.key,
-      orderId: order.orderId,
-      chargeId: charge.chargeId,
-      totalCents,
-      cardLast4: charge.cardLast4,
-      /** Which server attempt did the work: 1, or 2+ after a takeover. */
-      executedByAttempt: idempotency.attempt,
-    };
+  /** A checkout by id: any browser holding the link sees it (and may pay it). */
+  get: publicProcedure
+    .input(z.object({ checkoutId }))
+    .query(async ({ ctx, input }) =>
+      toView(found(await findCheckout(ctx.runtime.db, input.checkoutId), input.checkoutId)),
+    ),
+
+  /**
+   * Sets the details Pay uses; returns the checkout to pay (another one after a decline with
+   * other details). Setting the same details twice changes nothing, so retries are safe.
+   */
+  prepare: publicProcedure.input(paymentDetails).mutation(async ({ ctx, input }) => {
+    const { checkoutId: id, ...details } = input;
+    return toView(found(await prepareCheckout(ctx.runtime.db, id, details), id));
+  }),
+
+  pay: publicProcedure
+    .input(z.object({ checkoutId }))
+    .use(
+      idempotent({
+        store,
+        mode: 'lease',
+        leaseMs: CHECKOUT_LEASE_MS,
+        // The browser retries one checkout for up to 30 s (keyedRetryLink's deadlineMs):
+        // start-up refuses a key TTL shorter than that.
+        retryWindowMs: 30_000,
+        // The key is the checkout: every tab, browser and retry that pays it sends the same
+        // one, whatever key its request carries. The checkout id, made by the server and
+        // unguessable, is what lets someone pay (like a payment intent's client secret), so
+        // all its payers share one scope: a second browser replays the first one's payment.
+        scope: () => PAY_SCOPE,
+        key: ({ input }) => input.checkoutId,
+      }),
+    )
+    .mutation(async ({ ctx, input }) => {
+      const { idempotency, runtime } = ctx;
+      // Freezes the details (open → paying): later edits go nowhere, retries use these.
+      const checkout = found(await startPayment(runtime.db, input.checkoutId), input.checkoutId);
+      const { email, cardNumber, totalCents, lines } = checkout;
+      if (!email || !cardNumber) {
+        // Released, not stored (428): the checkout can still be paid once it has details.
+        throw new TRPCError({
+          code: 'PRECONDITION_REQUIRED',
+          message: 'Set the email and card first (checkout.prepare), then pay.',
+        });
+      }
+
+      // Recovery point 1. An attempt that takes over after a crash gets the saved charge
+      // here instead of calling the provider again; and the provider itself deduplicates
+      // on the derived key, in case the crash came between its answer and this save.
+      const charge = await idempotency.step('charge', async () => {
+        try {
+          return await runtime.provider.charge({
+            idempotencyKey: idempotency.deriveKey('charge'),
+            checkoutKey: idempotency.key,
+            amountCents: totalCents,
+            cardNumber,
+          });
+        } catch (error) {
+          if (!isCardDeclinedError(error)) throw error;
+          await markCheckout(runtime.db, checkout.id, { status: 'declined' });
+          // A business "no": stored with the key and replayed to every retry.
+          throw new TRPCError({ code: 'PAYMENT_REQUIRED', message: error.message, cause: error });
+        }
+      });
+
+      if (checkout.crashAfterCharge && !idempotency.takeover) {
+        await ctx.crash.crash(idempotency);
+      }
+
+      // Recovery point 2: the order, its order.paid event and the paid checkout, in one
+      // transaction.
+      const order = await idempotency.step('order', () =>
+        placeOrder(runtime.db, {
+          idempotencyKey: idempotency.deriveKey('order'),
+          checkoutKey: idempotency.key,
+          sessionId: ctx.sessionId,
+          chargeId: charge.chargeId,
+          email,
+          totalCents,
+          lines,
+          redeliverEvent: checkout.redeliverEvent,
+        }),
+      );
+
+      return {
+        checkoutKey: idempotency.key,
+        orderId: order.orderId,
+        chargeId: charge.chargeId,
+        totalCents,
+        cardLast4: charge.cardLast4,
+        /** Which server attempt did the work: 1, or 2+ after a takeover. */
+        executedByAttempt: idempotency.attempt,
+      };
+    }),
+
+  /** An order by id, for its page in any browser: the order id is the link's secret. */
+  order: publicProcedure.input(z.object({ orderId: z.uuid() })).query(async ({ ctx, input }) => {
+    const [order] = await ctx.runtime.db
+      .select({
+        id: orders.id,
+        checkoutKey: orders.checkoutKey,
+        email: orders.email,
+        totalCents: orders.totalCents,
+        lines: orders.lines,
+        createdAt: orders.createdAt,
+      })
+      .from(orders)
+      .where(eq(orders.id, input.orderId));
+    return order ?? null;
   }),
 });
 
-async function priceCart(db: AppDatabase, items: CheckoutInput['items']): Promise<OrderLine[]> {
+async function priceCart(db: AppDatabase, items: z.infer<typeof cartItems>): Promise<OrderLine[]> {
   const ids = [...new Set(items.map((item) => item.productId))];
   const found = await db.select().from(products).where(inArray(products.id, ids));
   const byId = new Map(found.map((product) => [product.id, product]));
@@ -169,6 +261,7 @@ async function placeOrder(db: AppDatabase, order: NewOrder): Promise<{ orderId: 
         .where(eq(orders.idempotencyKey, order.idempotencyKey));
       return { orderId: existing!.id };
     }
+    await markCheckout(tx, order.checkoutKey, { status: 'paid', orderId: inserted.id });
     await orderEvents.enqueue(tx, {
       topic: 'order.paid',
       aggregateKey: inserted.id,

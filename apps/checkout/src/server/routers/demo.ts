@@ -1,12 +1,16 @@
 import { idempotencyKeys } from '@idem/server';
-import { and, asc, count, eq, inArray, like } from 'drizzle-orm';
+import { and, asc, count, eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
 import { emails, eventDeliveries, orders, providerPayments } from '../db/schema';
 import { publicProcedure, router } from '../trpc';
+import { PAY_SCOPE } from './checkout';
 
 /** What the "What happened" panel shows from the server's side, and what tests assert. */
 export const demoRouter = router({
-  /** Everything the database holds about one checkout (one idempotency key). */
+  /**
+   * Everything the database holds about one checkout (its id is Pay's idempotency key),
+   * for any browser that has the link: like the checkout, it is not tied to one session.
+   */
   checkout: publicProcedure
     .input(z.object({ key: z.string().min(1).max(255) }))
     .query(async ({ ctx, input }) => {
@@ -19,7 +23,7 @@ export const demoRouter = router({
       const orderRows = await db
         .select()
         .from(orders)
-        .where(and(eq(orders.checkoutKey, input.key), eq(orders.sessionId, ctx.sessionId)))
+        .where(eq(orders.checkoutKey, input.key))
         .orderBy(asc(orders.createdAt));
       // The middleware stores keys under "<principal>/<procedure path>".
       const [keyRecord] = await db
@@ -33,7 +37,7 @@ export const demoRouter = router({
         .where(
           and(
             eq(idempotencyKeys.key, input.key),
-            like(idempotencyKeys.scope, `session:${ctx.sessionId}/%`),
+            eq(idempotencyKeys.scope, `${PAY_SCOPE}/checkout.pay`),
           ),
         );
       const orderIds = orderRows.map((order) => order.id);
@@ -97,10 +101,17 @@ export const demoRouter = router({
       .where(eq(providerPayments.outcome, 'charged'));
     const [orderCount] = await db.select({ count: count() }).from(orders);
     const [emailCount] = await db.select({ count: count() }).from(emails);
+    // A key still in progress belongs to a payment under way, or to an attempt that died:
+    // the next attempt takes it over once its lease has passed.
+    const [inProgress] = await db
+      .select({ count: count() })
+      .from(idempotencyKeys)
+      .where(eq(idempotencyKeys.status, 'in_progress'));
     return {
       charges: charged?.count ?? 0,
       orders: orderCount?.count ?? 0,
       emails: emailCount?.count ?? 0,
+      keysInProgress: inProgress?.count ?? 0,
     };
   }),
 });

@@ -5,9 +5,9 @@ export default async function OrderPage({
   searchParams,
 }: {
   params: Promise<{ orderId: string }>;
-  searchParams: Promise<{ key?: string | string[] }>;
+  searchParams: Promise<{ already?: string | string[] }>;
 }) {
   const { orderId } = await params;
-  const { key } = await searchParams;
-  return <OrderConfirmation orderId={orderId} checkoutKey={typeof key === 'string' ? key : null} />;
+  const { already } = await searchParams;
+  return <OrderConfirmation orderId={orderId} already={already === '1'} />;
 }

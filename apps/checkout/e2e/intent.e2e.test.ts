@@ -1,0 +1,230 @@
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  attemptOutcomes,
+  checkoutKeyOf,
+  eventually,
+  expectExactlyOnce,
+  launchChromium,
+  newShopper,
+  payWith,
+  type Shopper,
+  screenshot,
+  settledDatabase,
+  WAIT_MS,
+  waitForCounts,
+} from './shopper';
+
+/**
+ * The checkout is an intent created on the server before Pay, and Pay is keyed by its id:
+ * whatever a person does with reloads, Back, tabs and browsers, the cart is paid once.
+ */
+const baseUrl = inject('baseUrl');
+let browser: Browser;
+const shoppers: Shopper[] = [];
+
+beforeAll(async () => {
+  browser = await launchChromium();
+});
+
+afterAll(async () => {
+  for (const shopper of shoppers) await shopper.context.close();
+  await browser?.close();
+});
+
+async function shopper(options?: Parameters<typeof newShopper>[2]): Promise<Shopper> {
+  const created = await newShopper(browser, baseUrl, options);
+  shoppers.push(created);
+  return created;
+}
+
+/** The key record of a checkout, once it satisfies `done`. */
+function keyRecord(customer: Shopper, key: string, done: (record: KeyRecord) => boolean) {
+  return eventually(`the key record of ${key}`, async () => {
+    const { key: record, charges } = await customer.api.demo.checkout.query({ key });
+    return record && done({ ...record, charges: charges.length }) ? record : undefined;
+  });
+}
+
+interface KeyRecord {
+  status: string;
+  attempts: number;
+  charges: number;
+}
+
+describe('one payment per checkout, whatever the person does', () => {
+  it('reload mid-payment under dropped replies: the reloaded page says "already paid"', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?drop=100');
+    const key = await checkoutKeyOf(page);
+    // The server ran it; every reply is being dropped, and the tab is still retrying.
+    await keyRecord(customer, key, (record) => record.status === 'completed');
+    await page.reload();
+
+    await page.getByTestId('already-paid').waitFor({ timeout: WAIT_MS });
+    expect(await page.getByTestId('pay').count()).toBe(0);
+    expect(await checkoutKeyOf(page)).toBe(key);
+    // The tab's attempts survived the reload, with the chaos they were sent under.
+    await page.getByTestId('what-happened').getByText('chaos: 100 % of replies dropped').waitFor();
+    expect(await attemptOutcomes(page)).toContain('reply-lost');
+    await page.getByTestId('already-paid').getByRole('link', { name: 'See the order' }).click();
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await screenshot(page, 'h-reload-dropped-replies');
+
+    expectExactlyOnce(await settledDatabase(customer.api, key));
+    expect((await customer.api.demo.totals.query()).keysInProgress).toBe(0);
+  });
+
+  it('reload mid-payment under a crash after the charge: Pay again completes the same order', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?crash=1');
+    const key = await checkoutKeyOf(page);
+    // Charged, then the server "died": the key is in progress, with no order behind it.
+    await keyRecord(
+      customer,
+      key,
+      (record) => record.status === 'in_progress' && record.charges === 1,
+    );
+    await page.reload();
+
+    await page.getByTestId('payment-under-way').waitFor({ timeout: WAIT_MS });
+    await page.getByTestId('what-happened').getByText('chaos: crash after charge').waitFor();
+    await page.getByTestId('pay').click();
+    await page.waitForURL(/\/orders\/[^?]+$/, { timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await page.getByTestId('key-record').getByText('taken over 1×').waitFor({ timeout: WAIT_MS });
+    await screenshot(page, 'i-reload-crash');
+
+    const database = await settledDatabase(customer.api, key);
+    expectExactlyOnce(database);
+    // The takeover found the charge in its recovery point: the provider was asked once.
+    expect(database.charged[0]?.requests).toBe(1);
+    expect(database.key).toMatchObject({ attempts: 2, recoveryPoints: ['charge', 'order'] });
+  });
+
+  it('Back mid-payment, then checkout and Pay again: the same checkout, one charge', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?crash=1');
+    const key = await checkoutKeyOf(page);
+    await keyRecord(
+      customer,
+      key,
+      (record) => record.status === 'in_progress' && record.charges === 1,
+    );
+    await page.goBack();
+    await page.waitForURL((url) => url.pathname === '/', { timeout: WAIT_MS });
+
+    // The cart is still full: checking out again opens the same checkout.
+    await page.getByRole('link', { name: 'Go to checkout' }).click();
+    await page.waitForURL(/\/checkout/, { timeout: WAIT_MS });
+    expect(await checkoutKeyOf(page)).toBe(key);
+    await page.getByTestId('pay').click();
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await screenshot(page, 'j-back-then-pay');
+
+    const database = await settledDatabase(customer.api, key);
+    expectExactlyOnce(database);
+    expect(database.charged[0]?.requests).toBe(1);
+  });
+
+  it('two tabs paying one cart at once: one order, and the second tab lands on it', async () => {
+    const customer = await shopper();
+    const first = customer.page;
+    const second = await customer.context.newPage();
+    await Promise.all([first.goto('/checkout'), second.goto('/checkout')]);
+    const key = await checkoutKeyOf(first);
+    expect(await checkoutKeyOf(second)).toBe(key);
+
+    // Both at the same instant (a click waits for the button to hold still, and the other
+    // tab's payment soon changes the page).
+    await Promise.all([
+      first.getByTestId('pay').dispatchEvent('click'),
+      second.getByTestId('pay').dispatchEvent('click'),
+    ]);
+    await Promise.all([
+      first.waitForURL(/\/orders\//, { timeout: WAIT_MS }),
+      second.waitForURL(/\/orders\//, { timeout: WAIT_MS }),
+    ]);
+    expect(new URL(second.url()).pathname).toBe(new URL(first.url()).pathname);
+    await waitForCounts(first, { charges: 1, orders: 1, emails: 1 });
+    await waitForCounts(second, { charges: 1, orders: 1, emails: 1 });
+    // Exactly one tab ran the payment; the other got its stored answer.
+    const already = [first.url(), second.url()].filter((url) => url.endsWith('?already=1'));
+    expect(already).toHaveLength(1);
+    await screenshot(first, 'k-two-tabs-first');
+    await screenshot(second, 'k-two-tabs-second');
+    await second.close();
+
+    expectExactlyOnce(await settledDatabase(customer.api, key));
+  });
+
+  it('a second browser paying the same checkout by its link gets the one order', async () => {
+    const owner = await shopper();
+    await owner.page.goto('/checkout');
+    const key = await checkoutKeyOf(owner.page);
+    const link = await owner.page
+      .getByTestId('checkout-link')
+      .getByRole('link')
+      .getAttribute('href');
+    expect(link).toBe(`/checkout?checkout=${key}`);
+
+    // Another browser: its own session and an empty cart, only the link.
+    const other = await shopper({ fill: false });
+    await other.page.goto(link!);
+    await other.page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+
+    await Promise.all([
+      owner.page.getByTestId('pay').dispatchEvent('click'),
+      other.page.getByTestId('pay').dispatchEvent('click'),
+    ]);
+    await Promise.all([
+      owner.page.waitForURL(/\/orders\//, { timeout: WAIT_MS }),
+      other.page.waitForURL(/\/orders\//, { timeout: WAIT_MS }),
+    ]);
+    expect(new URL(other.page.url()).pathname).toBe(new URL(owner.page.url()).pathname);
+    // The order page in the other browser shows the order and its tiles, not zeros.
+    await other.page.getByTestId('confirmation').getByText('Total charged').waitFor();
+    await waitForCounts(other.page, { charges: 1, orders: 1, emails: 1 });
+    await screenshot(other.page, 'l-second-browser');
+
+    expectExactlyOnce(await settledDatabase(owner.api, key));
+  });
+
+  it('Pay again after "outcome unknown" finds out: the stored payment, not a second one', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?drop=100');
+    const key = await checkoutKeyOf(page);
+    // Every reply is lost until the retries give up (about ten attempts).
+    const notice = page.locator('[data-testid=pay-error][data-outcome=unknown]');
+    await notice.waitFor({ timeout: 90_000 });
+    expect(await notice.textContent()).toMatch(/^Outcome unknown\. No answer came back/);
+    expect(await notice.textContent()).toContain('Pay again finds out');
+    // It was in fact paid, and the page does not claim otherwise.
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await screenshot(page, 'm-outcome-unknown');
+
+    // The network is back; Pay again.
+    await page.locator('input[type=range]').first().fill('0');
+    await page.getByTestId('pay').click();
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    expect((await attemptOutcomes(page)).at(-1)).toBe('replayed');
+    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+
+    expectExactlyOnce(await settledDatabase(customer.api, key));
+  }, 150_000);
+
+  it('added latency: each attempt shows when it left the browser', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?latency=1500');
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    const sent = await page.locator('[data-testid=attempt] td.when').first().textContent();
+    expect(Number((sent ?? '').replace(/[^0-9]/g, ''))).toBeGreaterThanOrEqual(1500);
+  });
+});

@@ -1,0 +1,87 @@
+import { skipToken, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useCallback, useEffect, useState } from 'react';
+import type { CheckoutView } from '@/server/checkoutIntents';
+import { cartId, useCart } from './cart';
+import { useTRPC, useTRPCClient } from './trpc';
+
+/** Sets one query parameter without a navigation (Next.js keeps its router in step). */
+export function replaceSearchParam(name: string, value: string) {
+  const url = new URL(window.location.href);
+  url.searchParams.set(name, value);
+  window.history.replaceState(null, '', url);
+}
+
+export interface CheckoutState {
+  checkout: CheckoutView | undefined;
+  /** Why there is no checkout: the cart is empty, or opening it failed. */
+  problem: string | null;
+  /** Pay got another checkout to pay (a new card after a decline). */
+  switchTo: (view: CheckoutView) => void;
+}
+
+/**
+ * The checkout this page pays: the one its link names (`?checkout=co_…`, after a reload,
+ * Back, or in another browser), or else the one the server opens for this browser's cart
+ * (the same for every tab on the same cart version). Its id goes into the link at once, so
+ * a reload stays on it.
+ */
+export function useCheckout(): CheckoutState {
+  const trpc = useTRPC();
+  const client = useTRPCClient();
+  const queryClient = useQueryClient();
+  const cart = useCart();
+  /** undefined until the link was read (in the browser); null: the link names none. */
+  const [linked, setLinked] = useState<string | null | undefined>(undefined);
+  const [opened, setOpened] = useState<string | null>(null);
+  const [problem, setProblem] = useState<string | null>(null);
+
+  useEffect(() => {
+    setLinked(new URLSearchParams(window.location.search).get('checkout'));
+  }, []);
+
+  const show = useCallback(
+    (view: CheckoutView) => {
+      queryClient.setQueryData(trpc.checkout.get.queryKey({ checkoutId: view.id }), view);
+      setOpened(view.id);
+      setLinked(null);
+      replaceSearchParam('checkout', view.id);
+    },
+    [queryClient, trpc],
+  );
+
+  const items = JSON.stringify(cart.items);
+  useEffect(() => {
+    if (linked !== null) return;
+    const cartItems = JSON.parse(items) as typeof cart.items;
+    // An emptied cart (just paid) keeps the page on its checkout.
+    if (cartItems.length === 0) return;
+    let current = true;
+    client.checkout.open.mutate({ cartId: cartId(), items: [...cartItems] }).then(
+      (view) => {
+        if (current) show(view);
+      },
+      (error: Error) => {
+        if (current) setProblem(`The checkout could not be opened: ${error.message}`);
+      },
+    );
+    return () => {
+      current = false;
+    };
+  }, [linked, items, client, show]);
+
+  const checkoutId = linked ?? opened;
+  const query = useQuery(
+    trpc.checkout.get.queryOptions(checkoutId ? { checkoutId } : skipToken, {
+      // Another tab or browser may pay it: watch it until it is settled.
+      refetchInterval: (q) =>
+        q.state.data?.status === 'paid' || q.state.data?.status === 'declined' ? 5_000 : 1_000,
+    }),
+  );
+
+  const empty = linked === null && !opened && cart.items.length === 0;
+  return {
+    checkout: query.data,
+    problem: query.error?.message ?? problem ?? (empty ? 'The cart is empty.' : null),
+    switchTo: show,
+  };
+}

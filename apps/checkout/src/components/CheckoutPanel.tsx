@@ -1,0 +1,30 @@
+'use client';
+
+import { useCheckout } from '@/client/useCheckout';
+import { CartSummary } from './CartSummary';
+import { ChaosControls } from './ChaosControls';
+import { CheckoutForm } from './CheckoutForm';
+import { WhatHappened } from './WhatHappened';
+
+/** The checkout page's client side: the checkout being paid, its form, chaos and panel. */
+export function CheckoutPanel() {
+  const { checkout, problem, switchTo } = useCheckout();
+  return (
+    <>
+      <div className="columns">
+        <div className="stack">
+          <CartSummary
+            lines={checkout?.lines ?? []}
+            note={problem ?? (checkout ? null : 'Opening the checkout…')}
+            checkoutId={checkout?.id ?? null}
+          />
+          <CheckoutForm checkout={checkout} switchTo={switchTo} />
+        </div>
+        <ChaosControls />
+      </div>
+      <div className="below">
+        <WhatHappened checkoutKey={checkout?.id ?? null} />
+      </div>
+    </>
+  );
+}

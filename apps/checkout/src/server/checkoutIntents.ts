@@ -1,0 +1,158 @@
+import { createHash } from 'node:crypto';
+import { and, desc, eq, ne, sql } from 'drizzle-orm';
+import type { AppDatabase } from './db/openDatabase';
+import { type CheckoutStatus, checkouts, type OrderLine } from './db/schema';
+
+export type CheckoutRow = typeof checkouts.$inferSelect;
+
+/** What a browser may see of a checkout: whoever holds its id may pay it. */
+export interface CheckoutView {
+  id: string;
+  /** The browser cart it was opened for: that browser empties its cart once it is paid. */
+  cartId: string;
+  status: CheckoutStatus;
+  lines: OrderLine[];
+  totalCents: number;
+  orderId: string | null;
+  email: string | null;
+  cardLast4: string | null;
+  simulate: { crashAfterCharge: boolean; redeliverEvent: boolean };
+}
+
+export interface PaymentDetails {
+  email: string;
+  cardNumber: string;
+  simulate: { crashAfterCharge: boolean; redeliverEvent: boolean };
+}
+
+export function toView(row: CheckoutRow): CheckoutView {
+  return {
+    id: row.id,
+    cartId: row.cartId,
+    status: row.status,
+    lines: row.lines,
+    totalCents: row.totalCents,
+    orderId: row.orderId,
+    email: row.email,
+    cardLast4: row.cardNumber ? row.cardNumber.replace(/\D/g, '').slice(-4) : null,
+    simulate: { crashAfterCharge: row.crashAfterCharge, redeliverEvent: row.redeliverEvent },
+  };
+}
+
+/** The same lines in any order, or split over two entries, are the same cart version. */
+function cartHash(lines: readonly OrderLine[]): string {
+  const quantities = new Map<string, number>();
+  for (const line of lines) {
+    quantities.set(line.productId, (quantities.get(line.productId) ?? 0) + line.quantity);
+  }
+  const canonical = [...quantities].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return createHash('sha256').update(JSON.stringify(canonical)).digest('hex');
+}
+
+export async function findCheckout(db: AppDatabase, id: string): Promise<CheckoutRow | undefined> {
+  const [row] = await db.select().from(checkouts).where(eq(checkouts.id, id));
+  return row;
+}
+
+/**
+ * The cart version's live checkout (open, being paid or paid), created if there is none:
+ * one INSERT … ON CONFLICT DO NOTHING on the partial unique index, then a read, so two
+ * tabs opening one cart at once meet on one row and never check-then-insert.
+ */
+export async function openCheckout(
+  db: AppDatabase,
+  cart: { sessionId: string; cartId: string; lines: OrderLine[]; totalCents: number },
+  details?: PaymentDetails,
+): Promise<CheckoutRow> {
+  const hash = cartHash(cart.lines);
+  await db
+    .insert(checkouts)
+    .values({
+      id: `co_${crypto.randomUUID()}`,
+      sessionId: cart.sessionId,
+      cartId: cart.cartId,
+      cartHash: hash,
+      lines: cart.lines,
+      totalCents: cart.totalCents,
+      ...(details && detailColumns(details)),
+    })
+    .onConflictDoNothing({
+      target: [checkouts.sessionId, checkouts.cartId, checkouts.cartHash],
+      where: sql`status <> 'declined'`,
+    });
+  const [live] = await db
+    .select()
+    .from(checkouts)
+    .where(
+      and(
+        eq(checkouts.sessionId, cart.sessionId),
+        eq(checkouts.cartId, cart.cartId),
+        eq(checkouts.cartHash, hash),
+        ne(checkouts.status, 'declined'),
+      ),
+    )
+    .orderBy(desc(checkouts.createdAt))
+    .limit(1);
+  if (!live) throw new Error('the checkout just written is gone');
+  return live;
+}
+
+/**
+ * Sets the payment details Pay will use. Once a payment started they are frozen, and the
+ * checkout comes back as it is: Pay then replays (or completes) that one payment. After a
+ * decline, other details are another attempt, so they go to a new checkout of the same
+ * cart; the same details keep the declined one, whose stored decline Pay replays.
+ */
+export async function prepareCheckout(
+  db: AppDatabase,
+  id: string,
+  details: PaymentDetails,
+): Promise<CheckoutRow | undefined> {
+  const [updated] = await db
+    .update(checkouts)
+    .set(detailColumns(details))
+    .where(and(eq(checkouts.id, id), eq(checkouts.status, 'open')))
+    .returning();
+  if (updated) return updated;
+  const current = await findCheckout(db, id);
+  if (current?.status !== 'declined' || sameDetails(current, details)) return current;
+  const next = await openCheckout(db, current, details);
+  // Another request may have opened it first, without these details: set them now.
+  return prepareCheckout(db, next.id, details);
+}
+
+/** The payment starts: the details are frozen (open → paying); returns the checkout as paid. */
+export async function startPayment(db: AppDatabase, id: string): Promise<CheckoutRow | undefined> {
+  const [frozen] = await db
+    .update(checkouts)
+    .set({ status: 'paying' })
+    .where(and(eq(checkouts.id, id), eq(checkouts.status, 'open')))
+    .returning();
+  return frozen ?? findCheckout(db, id);
+}
+
+export async function markCheckout(
+  db: Pick<AppDatabase, 'update'>,
+  id: string,
+  change: { status: 'paid'; orderId: string } | { status: 'declined' },
+): Promise<void> {
+  await db.update(checkouts).set(change).where(eq(checkouts.id, id));
+}
+
+function detailColumns(details: PaymentDetails) {
+  return {
+    email: details.email,
+    cardNumber: details.cardNumber,
+    crashAfterCharge: details.simulate.crashAfterCharge,
+    redeliverEvent: details.simulate.redeliverEvent,
+  };
+}
+
+function sameDetails(row: CheckoutRow, details: PaymentDetails): boolean {
+  return (
+    row.email === details.email &&
+    row.cardNumber?.replace(/\D/g, '') === details.cardNumber.replace(/\D/g, '') &&
+    row.crashAfterCharge === details.simulate.crashAfterCharge &&
+    row.redeliverEvent === details.simulate.redeliverEvent
+  );
+}
