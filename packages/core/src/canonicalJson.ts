@@ -36,28 +36,27 @@
  * carried the same information.
  */
 import { UnserializableValueError } from './errors/UnserializableValueError.js';
+import { escapeSegment, type PointerSegment, PointerTrail } from './PointerTrail.js';
 import { MAX_NESTING } from './serializer.js';
 
 const UNDEFINED_TAG = '{"$undefined":true}';
 
-/** The objects on the way from the root to the current value, with their paths. */
-type Ancestors = Map<object, string>;
+/** Where the writer is: its path, and the objects from the root down (each at its depth). */
+interface Trail extends PointerTrail {
+  ancestors: Map<object, number>;
+}
 
 /** Deterministic canonical JSON for fingerprints. See the module comment for the rules. */
 export function canonicalJson(value: unknown): string {
-  return write(value, '', '', new Map()) ?? UNDEFINED_TAG;
+  const trail = Object.assign(new PointerTrail(), { ancestors: new Map<object, number>() });
+  return write(value, '', trail) ?? UNDEFINED_TAG;
 }
 
 /**
  * Returns the canonical text of `value`, or `undefined` for a value JSON would drop
  * (undefined, a function, a symbol), leaving each caller to decide what the gap becomes.
  */
-function write(
-  value: unknown,
-  key: string,
-  path: string,
-  ancestors: Ancestors,
-): string | undefined {
+function write(value: unknown, key: string, trail: Trail): string | undefined {
   switch (typeof value) {
     case 'string':
       return JSON.stringify(value);
@@ -81,20 +80,24 @@ function write(
     // written as it is (an object's own toJSON is not called again).
     const replacement: unknown = toJSON.call(object, key);
     if (replacement === null || typeof replacement !== 'object') {
-      return write(replacement, key, path, ancestors);
+      return write(replacement, key, trail);
     }
     object = replacement;
   }
 
+  const { ancestors } = trail;
   if (ancestors.size >= MAX_NESTING) {
+    const path = trail.toString();
     throw new UnserializableValueError(
       path,
       `Cannot fingerprint a value nested more than ${MAX_NESTING} levels deep (at ${path}). ` +
         'Send flatter data.',
     );
   }
-  const ancestorPath = ancestors.get(object);
-  if (ancestorPath !== undefined) {
+  const ancestorDepth = ancestors.get(object);
+  if (ancestorDepth !== undefined) {
+    const path = trail.toString();
+    const ancestorPath = trail.toString(ancestorDepth);
     throw new UnserializableValueError(
       path,
       `Cannot fingerprint a value with a cycle: ${path || '/'} refers back to ` +
@@ -102,12 +105,25 @@ function write(
         'request needs into a new object instead of passing a linked structure.',
     );
   }
-  ancestors.set(object, path);
+  ancestors.set(object, trail.segments.length);
   try {
-    return writeObject(object, path, ancestors);
+    return writeObject(object, trail);
   } finally {
     ancestors.delete(object);
   }
+}
+
+/** Writes `value` one level down, at `segment` (left pushed when it throws: the walk ends). */
+function writeBelow(
+  value: unknown,
+  key: string,
+  segment: PointerSegment,
+  trail: Trail,
+): string | undefined {
+  trail.segments.push(segment);
+  const text = write(value, key, trail);
+  trail.segments.pop();
+  return text;
 }
 
 /** Types with a tag of their own, whose `toJSON` (Date's) is not used. */
@@ -128,17 +144,17 @@ function writeNumber(value: number): string {
   return `{"$number":"${Number.isNaN(value) ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity'}"}`;
 }
 
-function writeObject(object: object, path: string, ancestors: Ancestors): string | undefined {
+function writeObject(object: object, trail: Trail): string | undefined {
   if (object instanceof Date) {
     const time = object.getTime();
     return `{"$date":${Number.isNaN(time) ? 'null' : JSON.stringify(object.toISOString())}}`;
   }
   if (object instanceof Map) {
     const entries = [...object].map(([entryKey, entryValue], index) => {
-      const entryPath = `${path}/${segmentForMapKey(entryKey, index)}`;
+      const segment = () => segmentForMapKey(entryKey, index);
       return [
-        write(entryKey, '', entryPath, ancestors) ?? UNDEFINED_TAG,
-        write(entryValue, '', entryPath, ancestors) ?? UNDEFINED_TAG,
+        writeBelow(entryKey, '', segment, trail) ?? UNDEFINED_TAG,
+        writeBelow(entryValue, '', segment, trail) ?? UNDEFINED_TAG,
       ] as const;
     });
     entries.sort(
@@ -148,7 +164,7 @@ function writeObject(object: object, path: string, ancestors: Ancestors): string
   }
   if (object instanceof Set) {
     const elements = [...object].map(
-      (element, index) => write(element, '', `${path}/${index}`, ancestors) ?? UNDEFINED_TAG,
+      (element, index) => writeBelow(element, '', index, trail) ?? UNDEFINED_TAG,
     );
     return `{"$set":[${elements.sort(compare).join(',')}]}`;
   }
@@ -158,40 +174,34 @@ function writeObject(object: object, path: string, ancestors: Ancestors): string
     object instanceof Boolean ||
     object instanceof BigInt
   ) {
-    return write(object.valueOf(), '', path, ancestors);
+    return write(object.valueOf(), '', trail);
   }
   if (Array.isArray(object)) {
-    const items: string[] = [];
+    let text = '[';
     for (let index = 0; index < object.length; index++) {
-      items.push(write(object[index], String(index), `${path}/${index}`, ancestors) ?? 'null');
+      if (index > 0) text += ',';
+      text += writeBelow(object[index], String(index), index, trail) ?? 'null';
     }
-    return `[${items.join(',')}]`;
+    return `${text}]`;
   }
-  return writeProperties(object, path, ancestors);
+  return writeProperties(object, trail);
 }
 
-function writeProperties(object: object, path: string, ancestors: Ancestors): string {
-  const members: string[] = [];
+function writeProperties(object: object, trail: Trail): string {
+  let text = '{';
+  let first = true;
   for (const name of Object.keys(object).sort(compare)) {
-    const text = write(
-      (object as Record<string, unknown>)[name],
-      name,
-      `${path}/${escapeSegment(name)}`,
-      ancestors,
-    );
-    if (text !== undefined) members.push(`${JSON.stringify(name)}:${text}`);
+    const member = writeBelow((object as Record<string, unknown>)[name], name, name, trail);
+    if (member === undefined) continue;
+    text += `${first ? '' : ','}${JSON.stringify(name)}:${member}`;
+    first = false;
   }
-  return `{${members.join(',')}}`;
+  return `${text}}`;
 }
 
 /** UTF-16 code unit order, which is what `<` does on strings. */
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** JSON Pointer escaping (RFC 6901), so a key containing `/` cannot fake a deeper path. */
-function escapeSegment(segment: string): string {
-  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
 function segmentForMapKey(key: unknown, index: number): string {

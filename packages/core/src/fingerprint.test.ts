@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { builtinCrypto } from './builtinCrypto.js';
 import { canonicalJson } from './canonicalJson.js';
-import { fingerprint, sha256Hex } from './fingerprint.js';
+import { fingerprint, fingerprintNow, sha256Hex, webCryptoSha256Hex } from './fingerprint.js';
 
 describe('sha256Hex', () => {
   it('matches known SHA-256 vectors', async () => {
@@ -93,6 +94,24 @@ describe('fingerprint', () => {
           expect(await fingerprint(changed)).not.toBe(await fingerprint(input));
         },
       ),
+    );
+  });
+});
+
+describe('the hash behind fingerprints', () => {
+  it('is node:crypto, synchronous, on Node', () => {
+    expect(builtinCrypto).toBeDefined();
+    const value = { path: 'order.create', input: { sku: 'A1', qty: 2 } };
+    const now = fingerprintNow(value);
+    expect(typeof now).toBe('string');
+    expect(now).toBe(createHash('sha256').update(canonicalJson(value), 'utf8').digest('hex'));
+  });
+
+  it('is Web Crypto where node:crypto is missing, with the same digest (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.string({ unit: 'grapheme' }), async (text) => {
+        expect(await webCryptoSha256Hex(text)).toBe(await sha256Hex(text));
+      }),
     );
   });
 });

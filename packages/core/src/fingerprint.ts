@@ -1,3 +1,4 @@
+import { builtinCrypto } from './builtinCrypto.js';
 import { canonicalJson } from './canonicalJson.js';
 import { ConfigurationError } from './errors/ConfigurationError.js';
 
@@ -13,13 +14,37 @@ import { ConfigurationError } from './errors/ConfigurationError.js';
  * ```
  */
 export async function fingerprint(value: unknown): Promise<string> {
-  return sha256Hex(canonicalJson(value));
+  return fingerprintNow(value);
+}
+
+/**
+ * `fingerprint(value)`, synchronously where the runtime has `node:crypto`: a string there,
+ * a promise (Web Crypto) elsewhere. For the engine's hot path, which should not pay a
+ * promise for a hash it can have at once.
+ */
+export function fingerprintNow(value: unknown): string | Promise<string> {
+  return sha256HexNow(canonicalJson(value));
+}
+
+/**
+ * Lowercase hex SHA-256 of the UTF-8 bytes of `text`: `node:crypto` where the runtime has
+ * it, Web Crypto elsewhere (browsers, edge runtimes).
+ */
+export async function sha256Hex(text: string): Promise<string> {
+  return sha256HexNow(text);
+}
+
+/** `sha256Hex`, a string at once where `node:crypto` exists, else a promise. */
+export function sha256HexNow(text: string): string | Promise<string> {
+  return builtinCrypto
+    ? builtinCrypto.createHash('sha256').update(text, 'utf8').digest('hex')
+    : webCryptoSha256Hex(text);
 }
 
 const encoder = new TextEncoder();
 
-/** Lowercase hex SHA-256 of the UTF-8 bytes of `text`, with Web Crypto (Node ≥ 20, browsers). */
-export async function sha256Hex(text: string): Promise<string> {
+/** SHA-256 with Web Crypto (browsers, edge runtimes, Node without `getBuiltinModule`). */
+export async function webCryptoSha256Hex(text: string): Promise<string> {
   const subtle = globalThis.crypto?.subtle;
   if (!subtle) {
     throw new ConfigurationError(

@@ -31,6 +31,7 @@ export type {
   SweepOptions,
 } from './IdempotencyStore.js';
 export { type ManualClock, manualClock } from './manualClock.js';
+export { notifyObserver } from './notifyObserver.js';
 export { parseKeyHeader } from './parseKeyHeader.js';
 export {
   type ClaimDecision,
@@ -46,6 +47,7 @@ export {
   type StoredError,
   type StoredOutcome,
 } from './record.js';
+export { requirePositive } from './requirePositive.js';
 export { type BackoffOptions, backoffDelay } from './retry/backoff.js';
 export { type Random, seededRandom } from './retry/Random.js';
 export { RetryBudget, type RetryBudgetOptions, type RetryKind } from './retry/RetryBudget.js';

@@ -37,64 +37,85 @@ export interface Lease {
  * monotonic clock: a wall clock stepped back (an NTP correction) would otherwise keep a
  * holder that lost its key running side effects.
  */
-export function startLease({
-  store,
-  token,
-  leaseMs,
-  heartbeatMs,
-  clock,
-  claimedAt,
-}: LeaseOptions): Lease {
-  const controller = new AbortController();
-  let renewedAt = claimedAt;
-  let inFlight = false;
-  let stopped = false;
-  let lastError: unknown;
-  let timer: TimerHandle | undefined;
+export function startLease(options: LeaseOptions): Lease {
+  return new HeartbeatLease(options);
+}
 
-  const lose = (error: LeaseLostError) => {
-    stopped = true;
-    if (timer !== undefined) clock.clearTimeout(timer);
-    controller.abort(error);
-  };
+/**
+ * One object per held key, its methods on the prototype; the `AbortController` is made
+ * only when the handler reads `signal`, which most never do.
+ */
+class HeartbeatLease implements Lease {
+  private readonly options: LeaseOptions;
+  private renewedAt: number;
+  private inFlight = false;
+  private stopped = false;
+  private lastError: unknown;
+  private timer: TimerHandle | undefined;
+  private controller: AbortController | undefined;
+  /** Why the lease was lost, once it was. */
+  private lost: LeaseLostError | undefined;
 
-  const tick = () => {
-    if (stopped) return;
-    if (clock.monotonicNow() >= renewedAt + leaseMs) {
-      lose(new LeaseLostError(token.scope, token.key, token.version, { cause: lastError }));
+  constructor(options: LeaseOptions) {
+    this.options = options;
+    this.renewedAt = options.claimedAt;
+    this.timer = options.clock.setTimeout(this.tick, options.heartbeatMs);
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lost) this.controller.abort(this.lost);
+    }
+    return this.controller.signal;
+  }
+
+  assertHeld(): void {
+    if (!this.lost && this.options.clock.monotonicNow() >= this.renewedAt + this.options.leaseMs) {
+      this.lose(this.expired());
+    }
+    if (this.lost) throw this.lost;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) this.options.clock.clearTimeout(this.timer);
+  }
+
+  private expired(): LeaseLostError {
+    const { token } = this.options;
+    return new LeaseLostError(token.scope, token.key, token.version, { cause: this.lastError });
+  }
+
+  private lose(error: LeaseLostError): void {
+    this.stop();
+    this.lost = error;
+    this.controller?.abort(error);
+  }
+
+  private readonly tick = (): void => {
+    if (this.stopped) return;
+    const { store, token, leaseMs, heartbeatMs, clock } = this.options;
+    if (clock.monotonicNow() >= this.renewedAt + leaseMs) {
+      this.lose(this.expired());
       return;
     }
-    if (!inFlight) {
-      inFlight = true;
+    if (!this.inFlight) {
+      this.inFlight = true;
       const sentAt = clock.monotonicNow();
       store.heartbeat(token, leaseMs).then(
         () => {
-          inFlight = false;
-          renewedAt = sentAt;
+          this.inFlight = false;
+          this.renewedAt = sentAt;
         },
         (error: unknown) => {
-          inFlight = false;
-          if (stopped) return;
-          if (isLeaseLostError(error)) lose(error);
-          else lastError = error;
+          this.inFlight = false;
+          if (this.stopped) return;
+          if (isLeaseLostError(error)) this.lose(error);
+          else this.lastError = error;
         },
       );
     }
-    timer = clock.setTimeout(tick, heartbeatMs);
-  };
-  timer = clock.setTimeout(tick, heartbeatMs);
-
-  return {
-    signal: controller.signal,
-    assertHeld() {
-      if (!controller.signal.aborted && clock.monotonicNow() >= renewedAt + leaseMs) {
-        lose(new LeaseLostError(token.scope, token.key, token.version, { cause: lastError }));
-      }
-      controller.signal.throwIfAborted();
-    },
-    stop() {
-      stopped = true;
-      if (timer !== undefined) clock.clearTimeout(timer);
-    },
+    this.timer = clock.setTimeout(this.tick, heartbeatMs);
   };
 }

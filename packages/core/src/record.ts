@@ -80,7 +80,10 @@ export function leaseTokenOf(record: IdempotencyRecord): LeaseToken {
  * A record is expired once `expiresAt` has passed, but an in-progress one only when its
  * lease has run out too: a holder that is alive is never swept from under its feet.
  */
-export function isExpired(record: IdempotencyRecord, now: number): boolean {
+export function isExpired(
+  record: Pick<IdempotencyRecord, 'status' | 'lockedUntil' | 'expiresAt'>,
+  now: number,
+): boolean {
   return (
     record.expiresAt <= now &&
     (record.status === 'completed' || record.lockedUntil === null || record.lockedUntil <= now)
@@ -118,24 +121,9 @@ export function decideClaim(
   input: ClaimInput,
   now: number,
 ): ClaimDecision {
-  const fresh = (version: number, steps: Record<string, JsonValue>, attempts: number) => ({
-    scope: input.scope,
-    key: input.key,
-    fingerprint: input.fingerprint,
-    status: 'in_progress' as const,
-    version,
-    lockedUntil: now + input.leaseMs,
-    attempts,
-    outcome: null,
-    steps,
-    createdAt: now,
-    completedAt: null,
-    expiresAt: now + input.ttlMs,
-  });
-
-  if (!existing) return { status: 'claimed', takeover: false, next: fresh(1, {}, 1) };
+  if (!existing) return { status: 'claimed', takeover: false, next: fresh(input, now, 1) };
   if (isExpired(existing, now)) {
-    return { status: 'claimed', takeover: false, next: fresh(existing.version + 1, {}, 1) };
+    return { status: 'claimed', takeover: false, next: fresh(input, now, existing.version + 1) };
   }
   if (existing.fingerprint !== input.fingerprint) return { status: 'mismatch', record: existing };
   if (existing.status === 'completed') return { status: 'replay', record: existing };
@@ -156,5 +144,23 @@ export function decideClaim(
       attempts: existing.attempts + 1,
       expiresAt: Math.max(existing.expiresAt, now + input.ttlMs),
     },
+  };
+}
+
+/** A record claimed afresh: no steps, first attempt. */
+function fresh(input: ClaimInput, now: number, version: number): IdempotencyRecord {
+  return {
+    scope: input.scope,
+    key: input.key,
+    fingerprint: input.fingerprint,
+    status: 'in_progress',
+    version,
+    lockedUntil: now + input.leaseMs,
+    attempts: 1,
+    outcome: null,
+    steps: {},
+    createdAt: now,
+    completedAt: null,
+    expiresAt: now + input.ttlMs,
   };
 }

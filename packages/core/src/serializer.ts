@@ -1,4 +1,5 @@
 import { UnserializableValueError } from './errors/UnserializableValueError.js';
+import { type PointerSegment, PointerTrail } from './PointerTrail.js';
 import type { JsonValue } from './record.js';
 
 /**
@@ -77,11 +78,32 @@ function encodeString(text: string): JsonValue {
  * `UnserializableValueError`.
  */
 export const taggedJsonSerializer: Serializer = {
-  serialize: (value) => encode(value, '', new Set()),
-  deserialize: (json) => decode(json, ''),
+  serialize: (value) => encode(value, new PointerTrail(), new Set()),
+  deserialize: (json) => decode(json, new PointerTrail()),
 };
 
-function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue {
+/** `encode` one level down, at `segment` (left pushed when it throws: the walk ends). */
+function encodeBelow(
+  value: unknown,
+  segment: PointerSegment,
+  trail: PointerTrail,
+  ancestors: Set<object>,
+): JsonValue {
+  trail.segments.push(segment);
+  const json = encode(value, trail, ancestors);
+  trail.segments.pop();
+  return json;
+}
+
+/** `decode` one level down, at `segment` (left pushed when it throws: the walk ends). */
+function decodeBelow(json: JsonValue, segment: PointerSegment, trail: PointerTrail): unknown {
+  trail.segments.push(segment);
+  const value = decode(json, trail);
+  trail.segments.pop();
+  return value;
+}
+
+function encode(value: unknown, trail: PointerTrail, ancestors: Set<object>): JsonValue {
   switch (typeof value) {
     case 'string':
       return encodeString(value);
@@ -97,13 +119,15 @@ function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue
     case 'undefined':
       return { $undefined: true };
     case 'function':
-    case 'symbol':
+    case 'symbol': {
+      const path = trail.toString();
       throw new UnserializableValueError(
         path,
         `Cannot store a ${typeof value} at ${path || 'the top level'}: an idempotent ` +
           'procedure must return data that can replay. Return plain data (objects, arrays, ' +
           'strings, numbers, Date, BigInt, Map, Set) instead.',
       );
+    }
   }
   if (value === null) return null;
 
@@ -114,18 +138,19 @@ function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue
     object instanceof Boolean ||
     object instanceof BigInt
   ) {
-    return encode(object.valueOf(), path, ancestors);
+    return encode(object.valueOf(), trail, ancestors);
   }
   const toJSON = (object as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === 'function' && !(object instanceof Date)) {
     const replacement: unknown = toJSON.call(object, '');
     if (replacement === null || typeof replacement !== 'object') {
-      return encode(replacement, path, ancestors);
+      return encode(replacement, trail, ancestors);
     }
     object = replacement;
   }
 
   if (ancestors.size >= MAX_NESTING) {
+    const path = trail.toString();
     throw new UnserializableValueError(
       path,
       `Cannot store a value nested more than ${MAX_NESTING} levels deep (at ${path}). An ` +
@@ -133,6 +158,7 @@ function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue
     );
   }
   if (ancestors.has(object)) {
+    const path = trail.toString();
     throw new UnserializableValueError(
       path,
       `Cannot store a value with a cycle: ${path} refers back to one of its ancestors. ` +
@@ -142,37 +168,41 @@ function encode(value: unknown, path: string, ancestors: Set<object>): JsonValue
   }
   ancestors.add(object);
   try {
-    return encodeObject(object, path, ancestors);
+    return encodeObject(object, trail, ancestors);
   } finally {
     ancestors.delete(object);
   }
 }
 
-function encodeObject(object: object, path: string, ancestors: Set<object>): JsonValue {
+function encodeObject(object: object, trail: PointerTrail, ancestors: Set<object>): JsonValue {
   if (object instanceof Date) {
     const time = object.getTime();
     return { $date: Number.isNaN(time) ? null : object.toISOString() };
   }
   if (object instanceof Map) {
-    return {
-      $map: [...object].map(([key, value], index) => [
-        encode(key, `${path}/$map/${index}/0`, ancestors),
-        encode(value, `${path}/$map/${index}/1`, ancestors),
-      ]),
-    };
+    trail.segments.push('$map');
+    const entries = [...object].map(([key, value], index): JsonValue => {
+      trail.segments.push(index);
+      const pair = [encodeBelow(key, 0, trail, ancestors), encodeBelow(value, 1, trail, ancestors)];
+      trail.segments.pop();
+      return pair;
+    });
+    trail.segments.pop();
+    return { $map: entries };
   }
   if (object instanceof Set) {
-    return {
-      $set: [...object].map((element, index) =>
-        encode(element, `${path}/$set/${index}`, ancestors),
-      ),
-    };
+    trail.segments.push('$set');
+    const elements = [...object].map((element, index) =>
+      encodeBelow(element, index, trail, ancestors),
+    );
+    trail.segments.pop();
+    return { $set: elements };
   }
   if (Array.isArray(object)) {
     const items: JsonValue[] = [];
     // An index loop, not map(): map() skips holes, and a hole must come back as undefined.
     for (let index = 0; index < object.length; index++) {
-      items.push(encode(object[index], `${path}/${index}`, ancestors));
+      items.push(encodeBelow(object[index], index, trail, ancestors));
     }
     return items;
   }
@@ -182,38 +212,41 @@ function encodeObject(object: object, path: string, ancestors: Set<object>): Jso
     return {
       $object: keys.map((key) => [
         encodeString(key),
-        encode(
-          (object as Record<string, unknown>)[key],
-          `${path}/${escapeSegment(key)}`,
-          ancestors,
-        ),
+        encodeBelow((object as Record<string, unknown>)[key], key, trail, ancestors),
       ]),
     };
   }
   for (const key of keys) {
     const value = (object as Record<string, unknown>)[key];
-    defineOwn(result, key, encode(value, `${path}/${escapeSegment(key)}`, ancestors));
+    defineOwn(result, key, encodeBelow(value, key, trail, ancestors));
   }
   const onlyKey = keys.length === 1 ? keys[0] : undefined;
   return onlyKey?.startsWith('$') ? { $escaped: result } : result;
 }
 
-function decode(json: JsonValue, path: string): unknown {
+function decode(json: JsonValue, trail: PointerTrail): unknown {
   if (json === null || typeof json !== 'object') return json;
-  if (Array.isArray(json)) return json.map((item, index) => decode(item, `${path}/${index}`));
+  if (Array.isArray(json)) return json.map((item, index) => decodeBelow(item, index, trail));
 
   const keys = Object.keys(json);
   const onlyKey = keys.length === 1 ? keys[0] : undefined;
-  if (onlyKey === undefined || !onlyKey.startsWith('$')) return decodeProperties(json, path);
+  if (onlyKey === undefined || !onlyKey.startsWith('$')) return decodeProperties(json, trail);
 
   const payload = json[onlyKey] as JsonValue;
-  const payloadPath = `${path}/${escapeSegment(onlyKey)}`;
-  switch (onlyKey as Tag) {
+  // From here on the trail points at the payload; a malformed tag throws, ending the walk.
+  trail.segments.push(onlyKey);
+  const value = decodeTagged(onlyKey, payload, trail);
+  trail.segments.pop();
+  return value;
+}
+
+function decodeTagged(tag: string, payload: JsonValue, trail: PointerTrail): unknown {
+  switch (tag as Tag) {
     case '$escaped':
-      if (!isPlainJsonObject(payload)) return malformed(payloadPath, 'an object');
-      return decodeProperties(payload, payloadPath);
+      if (!isPlainJsonObject(payload)) return malformed(trail, 'an object');
+      return decodeProperties(payload, trail);
     case '$undefined':
-      return payload === true ? undefined : malformed(payloadPath, 'true');
+      return payload === true ? undefined : malformed(trail, 'true');
     case '$number':
       switch (payload) {
         case 'NaN':
@@ -225,75 +258,78 @@ function decode(json: JsonValue, path: string): unknown {
         case '-0':
           return -0;
         default:
-          return malformed(payloadPath, '"NaN", "Infinity", "-Infinity" or "-0"');
+          return malformed(trail, '"NaN", "Infinity", "-Infinity" or "-0"');
       }
     case '$bigint':
       if (typeof payload !== 'string' || !/^-?\d+$/.test(payload)) {
-        return malformed(payloadPath, 'a string of decimal digits');
+        return malformed(trail, 'a string of decimal digits');
       }
       return BigInt(payload);
     case '$date': {
       if (payload === null) return new Date(Number.NaN);
       const date = typeof payload === 'string' ? new Date(payload) : undefined;
       if (!date || Number.isNaN(date.getTime())) {
-        return malformed(payloadPath, 'an ISO 8601 date string or null');
+        return malformed(trail, 'an ISO 8601 date string or null');
       }
       return date;
     }
     case '$map': {
-      if (!Array.isArray(payload)) return malformed(payloadPath, 'an array of [key, value] pairs');
+      if (!Array.isArray(payload)) return malformed(trail, 'an array of [key, value] pairs');
       const map = new Map<unknown, unknown>();
       payload.forEach((entry, index) => {
-        if (!Array.isArray(entry) || entry.length !== 2) {
-          malformed(`${payloadPath}/${index}`, 'a [key, value] pair');
-        }
+        trail.segments.push(index);
+        if (!Array.isArray(entry) || entry.length !== 2) malformed(trail, 'a [key, value] pair');
         const [key, value] = entry as [JsonValue, JsonValue];
-        map.set(
-          decode(key, `${payloadPath}/${index}/0`),
-          decode(value, `${payloadPath}/${index}/1`),
-        );
+        map.set(decodeBelow(key, 0, trail), decodeBelow(value, 1, trail));
+        trail.segments.pop();
       });
       return map;
     }
     case '$string':
       if (!Array.isArray(payload) || !payload.every((unit) => Number.isInteger(unit))) {
-        return malformed(payloadPath, 'an array of UTF-16 code units');
+        return malformed(trail, 'an array of UTF-16 code units');
       }
       return fromCodeUnits(payload as number[]);
     case '$object': {
-      if (!Array.isArray(payload)) return malformed(payloadPath, 'an array of [key, value] pairs');
+      if (!Array.isArray(payload)) return malformed(trail, 'an array of [key, value] pairs');
       const object: Record<string, unknown> = {};
       payload.forEach((entry, index) => {
-        if (!Array.isArray(entry) || entry.length !== 2) {
-          malformed(`${payloadPath}/${index}`, 'a [key, value] pair');
-        }
+        trail.segments.push(index);
+        if (!Array.isArray(entry) || entry.length !== 2) malformed(trail, 'a [key, value] pair');
         const [key, value] = entry as [JsonValue, JsonValue];
-        const name = decode(key, `${payloadPath}/${index}/0`);
-        if (typeof name !== 'string') malformed(`${payloadPath}/${index}/0`, 'a string key');
-        defineOwn(object, name as string, decode(value, `${payloadPath}/${index}/1`));
+        const name = decodeBelow(key, 0, trail);
+        if (typeof name !== 'string') {
+          trail.segments.push(0);
+          malformed(trail, 'a string key');
+        }
+        defineOwn(object, name as string, decodeBelow(value, 1, trail));
+        trail.segments.pop();
       });
       return object;
     }
     case '$set': {
-      if (!Array.isArray(payload)) return malformed(payloadPath, 'an array');
-      return new Set(payload.map((element, index) => decode(element, `${payloadPath}/${index}`)));
+      if (!Array.isArray(payload)) return malformed(trail, 'an array');
+      return new Set(payload.map((element, index) => decodeBelow(element, index, trail)));
     }
-    default:
+    default: {
       // serialize() escapes every one-key `$` object, so this was written by something else
       // (or by a newer version with a tag this one does not know).
+      trail.segments.pop();
+      const path = trail.toString();
       throw new UnserializableValueError(
         path,
-        `Cannot deserialize ${path || 'the stored value'}: unknown tag "${onlyKey}". The ` +
+        `Cannot deserialize ${path || 'the stored value'}: unknown tag "${tag}". The ` +
           'value was not written by taggedJsonSerializer, or by a newer version of @idem/core; ' +
           'use the same serializer (and version) for writing and reading.',
       );
+    }
   }
 }
 
-function decodeProperties(json: { [key: string]: JsonValue }, path: string): object {
+function decodeProperties(json: { [key: string]: JsonValue }, trail: PointerTrail): object {
   const result: Record<string, unknown> = {};
   for (const key of Object.keys(json)) {
-    defineOwn(result, key, decode(json[key] as JsonValue, `${path}/${escapeSegment(key)}`));
+    defineOwn(result, key, decodeBelow(json[key] as JsonValue, key, trail));
   }
   return result;
 }
@@ -302,7 +338,8 @@ function isPlainJsonObject(json: JsonValue): json is { [key: string]: JsonValue 
   return json !== null && typeof json === 'object' && !Array.isArray(json);
 }
 
-function malformed(path: string, expected: string): never {
+function malformed(trail: PointerTrail, expected: string): never {
+  const path = trail.toString();
   throw new UnserializableValueError(
     path,
     `Cannot deserialize the tag at ${path}: expected ${expected}. The stored value was ` +
@@ -325,9 +362,4 @@ function defineOwn(target: Record<string, unknown>, key: string, value: unknown)
   } else {
     target[key] = value;
   }
-}
-
-/** JSON Pointer escaping (RFC 6901), so a key containing `/` cannot fake a deeper path. */
-function escapeSegment(segment: string): string {
-  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
 }

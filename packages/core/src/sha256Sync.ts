@@ -1,3 +1,5 @@
+import { builtinCrypto } from './builtinCrypto.js';
+
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
   0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -13,11 +15,21 @@ const encoder = new TextEncoder();
 const rotr = (value: number, bits: number) => (value >>> bits) | (value << (32 - bits));
 
 /**
- * SHA-256 (FIPS 180-4) of the UTF-8 bytes of `text`, synchronously, as lowercase hex.
- * For short inputs only (derived keys): `deriveKey` must answer synchronously inside a
- * handler, and Web Crypto has no synchronous digest. Fingerprints use Web Crypto.
+ * SHA-256 of the UTF-8 bytes of `text`, synchronously, as lowercase hex: `node:crypto`
+ * where the runtime has it, else {@link sha256HexPortable}. `deriveKey` must answer
+ * synchronously inside a handler, and Web Crypto has no synchronous digest.
  */
 export function sha256HexSync(text: string): string {
+  return builtinCrypto
+    ? builtinCrypto.createHash('sha256').update(text, 'utf8').digest('hex')
+    : sha256HexPortable(text);
+}
+
+/**
+ * SHA-256 (FIPS 180-4) in plain JavaScript, for runtimes without `node:crypto` (browsers,
+ * edge). For short inputs (derived keys).
+ */
+export function sha256HexPortable(text: string): string {
   const bytes = encoder.encode(text);
   const bitLength = bytes.length * 8;
   const padded = new Uint8Array(Math.ceil((bytes.length + 9) / 64) * 64);

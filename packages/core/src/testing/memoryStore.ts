@@ -30,17 +30,30 @@ export interface MemoryStore extends IdempotencyStore {
 }
 
 /**
+ * A record as the memory store keeps it: outcome and steps as JSON text, as a database
+ * keeps them. Text is one compact string per record, and parsing it is the deep copy a
+ * caller gets.
+ */
+type KeptRecord = Omit<IdempotencyRecord, 'outcome' | 'steps'> & {
+  outcome: string | null;
+  steps: string;
+};
+
+const NO_STEPS = '{}';
+
+/**
  * An `IdempotencyStore` in one process's memory: for tests, examples and single-process
  * tools. Each method reads and writes synchronously between its awaits, so concurrent
- * async callers see every step as atomic. Records are deep-copied in and out: a caller
- * can never change a stored outcome by mutating what it got back.
+ * async callers see every step as atomic. Records are copied in and out (outcomes and
+ * steps kept as JSON text): a caller can never change a stored outcome by mutating what it
+ * got back.
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const clock = options.clock ?? systemClock;
-  const records = new Map<string, IdempotencyRecord>();
+  const records = new Map<string, KeptRecord>();
   const id = (scope: string, key: string) => `${scope.length}:${scope}\u0000${key}`;
 
-  const held = (token: LeaseToken): IdempotencyRecord => {
+  const held = (token: LeaseToken): KeptRecord => {
     const record = records.get(id(token.scope, token.key));
     if (
       record?.status !== 'in_progress' ||
@@ -55,28 +68,22 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   return {
     async claim(request: ClaimRequest): Promise<ClaimResult> {
       const recordId = id(request.scope, request.key);
-      const decision = decideClaim(records.get(recordId), request, clock.now());
-      if (decision.status !== 'claimed') {
-        return { ...decision, record: structuredClone(decision.record) } as ClaimResult;
-      }
-      records.set(recordId, decision.next);
-      return {
-        status: 'claimed',
-        takeover: decision.takeover,
-        record: structuredClone(decision.next),
-      };
+      const kept = records.get(recordId);
+      const decision = decideClaim(kept && recordOf(kept), request, clock.now());
+      if (decision.status !== 'claimed') return decision;
+      records.set(recordId, keep(decision.next));
+      // `next` was built for this call alone: the store keeps text, not this object.
+      return { status: 'claimed', takeover: decision.takeover, record: decision.next };
     },
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
       const record = held(token);
       const now = clock.now();
-      Object.assign(record, {
-        status: 'completed',
-        outcome: structuredClone(outcome),
-        completedAt: now,
-        lockedUntil: null,
-        expiresAt: now + ttlMs,
-      } satisfies Partial<IdempotencyRecord>);
+      record.status = 'completed';
+      record.outcome = JSON.stringify(outcome);
+      record.completedAt = now;
+      record.lockedUntil = null;
+      record.expiresAt = now + ttlMs;
     },
 
     async release(token: LeaseToken): Promise<void> {
@@ -89,12 +96,20 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
     async saveStep(token: LeaseToken, name: string, value: JsonValue): Promise<void> {
       const record = held(token);
-      record.steps = { ...record.steps, [name]: structuredClone(value) };
+      const steps = JSON.parse(record.steps) as Record<string, JsonValue>;
+      // defineProperty: a plain assignment of "__proto__" would set the prototype instead.
+      Object.defineProperty(steps, name, {
+        value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+      record.steps = JSON.stringify(steps);
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
       const record = records.get(id(scope, key));
-      return record && !isExpired(record, clock.now()) ? structuredClone(record) : null;
+      return record && !isExpired(record, clock.now()) ? recordOf(record) : null;
     },
 
     async sweep({ limit }: SweepOptions): Promise<number> {
@@ -111,5 +126,22 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
 
     size: () => records.size,
+  };
+}
+
+function keep(record: IdempotencyRecord): KeptRecord {
+  const steps = record.steps;
+  return {
+    ...record,
+    outcome: record.outcome === null ? null : JSON.stringify(record.outcome),
+    steps: Object.keys(steps).length === 0 ? NO_STEPS : JSON.stringify(steps),
+  };
+}
+
+function recordOf(kept: KeptRecord): IdempotencyRecord {
+  return {
+    ...kept,
+    outcome: kept.outcome === null ? null : (JSON.parse(kept.outcome) as StoredOutcome),
+    steps: JSON.parse(kept.steps) as Record<string, JsonValue>,
   };
 }
