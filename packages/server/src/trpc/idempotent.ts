@@ -80,7 +80,10 @@ const encoder = new TextEncoder();
  * |---|---|
  * | no key (with `required`) | `BAD_REQUEST` 400, `INVALID_KEY` (`reason: 'missing'`) |
  * | key not 1–255 printable ASCII, or malformed batch header | `BAD_REQUEST` 400, `INVALID_KEY` |
- * | input larger than `maxInputBytes` | `PAYLOAD_TOO_LARGE` 413, nothing stored |
+ * | more than one key field, or a broken quoted key | `BAD_REQUEST` 400, `INVALID_KEY` |
+ * | a body that is not JSON, or input its `.input()` parsers refuse | tRPC's `BAD_REQUEST` 400, nothing stored |
+ * | input nested deeper than 1,000 levels, or a principal the store cannot keep | `BAD_REQUEST` 400, nothing stored |
+ * | input larger than `maxInputBytes` | `PAYLOAD_TOO_LARGE` 413, `INPUT_TOO_LARGE`, nothing stored |
  * | key used before with another input | `UNPROCESSABLE_CONTENT` 422, `KEY_MISMATCH` |
  * | key busy | `CONFLICT` 409, `REQUEST_IN_PROGRESS` + `retryAfterMs`, `Retry-After`, `Idempotency-Status: in-progress` |
  * | this attempt was taken over | `CONFLICT` 409, `LEASE_LOST`, `Idempotency-Status: lease-lost` |
