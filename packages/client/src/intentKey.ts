@@ -129,7 +129,9 @@ export function intentKey(options: IntentKeyOptions): IntentKey {
         // Storage full or refused: the key still holds for this page.
         memoryStorage.setItem(name, JSON.stringify(entry));
       }
-      notify(name);
+      // Later, not now: get() runs while React renders, and a listener must not update
+      // another component in the middle of that.
+      queueMicrotask(() => notify(name));
       return entry.key;
     },
     settle() {
