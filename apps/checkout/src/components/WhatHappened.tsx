@@ -117,9 +117,11 @@ export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
             {!run?.attempts.length && (
               <tr>
                 <td colSpan={5} className="hint">
-                  {run || data?.key
-                    ? 'No request of this checkout was sent from this tab: the attempts were seen by the tab or browser that paid; the database side is above.'
-                    : 'Nothing sent yet.'}
+                  {run
+                    ? 'Sending…'
+                    : data?.key
+                      ? 'No request of this checkout was sent from this tab: the attempts were seen by the tab or browser that paid; the database side is above.'
+                      : 'Nothing sent yet.'}
                 </td>
               </tr>
             )}
