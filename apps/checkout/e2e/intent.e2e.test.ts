@@ -213,6 +213,9 @@ describe('one payment per checkout, whatever the person does', () => {
     await page.locator('input[type=range]').first().fill('0');
     await page.getByTestId('pay').click();
     await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await page
+      .locator('[data-testid=attempt][data-outcome=replayed]')
+      .waitFor({ timeout: WAIT_MS });
     expect((await attemptOutcomes(page)).at(-1)).toBe('replayed');
     await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
 
