@@ -23,7 +23,7 @@ const EVENTS_PER_TRANSACTION = 50;
 /** Consumer batches (transactions) in flight on the NATS side. */
 const NATS_CONSUMER_CONCURRENCY = 4;
 /** Events per relay round, and so per consumer transaction in process. */
-const RELAY_BATCH = Number(process.env.BENCH_RELAY_BATCH ?? 500);
+const RELAY_BATCH = Number(process.env.BENCH_RELAY_BATCH ?? 1_000);
 /** The relay process's pool, and so the consumer transactions in flight per relay. */
 const RELAY_POOL = 10;
 const SCENARIO = 'outbox (enqueue → consumer commit)';
@@ -48,6 +48,8 @@ type Db = ReturnType<typeof drizzle>;
  * - Lag: then events are enqueued at half that rate for a few seconds; lag is each one's
  *   consumer commit time − its outbox row's creation time. (Lag during the burst would only
  *   measure the queue the burst built.)
+ * - `BENCH_TRACE=1` logs the outbox's unsent rows and the consumed rows every second while
+ *   a pipeline drains: a relay that falls behind shows as unsent rows, a consumer as the gap.
  * - Floor: one consumer transaction per event is what the pipeline commits (inbox row +
  *   the consumer's row); raw postgres-js running exactly that at the relay's concurrency
  *   shows how many such commits this machine can do at all.
@@ -182,7 +184,14 @@ async function pipeline(
     Number((await sql`select count(*)::int as n from bench_consumed`)[0]!.n);
   const waitForConsumed = async (expected: number) => {
     const deadline = Date.now() + (quick ? 60_000 : 300_000);
+    let lastLog = 0;
     while (Date.now() < deadline && (await consumedCount()) < expected) {
+      if (process.env.BENCH_TRACE && Date.now() - lastLog > 1000) {
+        lastLog = Date.now();
+        const [row] =
+          await sql`select count(*) filter (where sent_at is null)::int as unsent, count(*)::int as total, (select count(*)::int from bench_consumed) as consumed from idem_outbox`;
+        context.log(`trace: outbox ${row!.total} unsent ${row!.unsent} consumed ${row!.consumed}`);
+      }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   };
