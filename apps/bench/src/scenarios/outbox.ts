@@ -40,8 +40,10 @@ type Db = ReturnType<typeof drizzle>;
 
 /**
  * Outbox: events per second from `enqueue` to the consumer's commit, with 1 and 3 relays
- * (own processes, the relay's defaults: batches of 100, LISTEN/NOTIFY wake-ups), in-process
- * and through NATS JetStream.
+ * (own processes, batches of `RELAY_BATCH`, LISTEN/NOTIFY wake-ups) feeding batch
+ * consumers: in process (`handleBatch`, one transaction per relay round), through one NATS
+ * JetStream server, and through a 3-node cluster with a 3-replica stream (started by the
+ * scenario). The NATS consumer is its own process (`consumeJetStream` with `batchHandler`).
  *
  * - Throughput: a burst of events is enqueued (faster than any pipeline drains it) and the
  *   rate is events / (last consumer commit − first enqueue), by the database clock.
@@ -50,9 +52,10 @@ type Db = ReturnType<typeof drizzle>;
  *   measure the queue the burst built.)
  * - `BENCH_TRACE=1` logs the outbox's unsent rows and the consumed rows every second while
  *   a pipeline drains: a relay that falls behind shows as unsent rows, a consumer as the gap.
- * - Floor: one consumer transaction per event is what the pipeline commits (inbox row +
- *   the consumer's row); raw postgres-js running exactly that at the relay's concurrency
- *   shows how many such commits this machine can do at all.
+ * - Floor: one consumer transaction per event (inbox row + the consumer's row), what the
+ *   pipeline committed before batch consumption; raw postgres-js running exactly that at
+ *   the relay's concurrency shows how many such commits this machine can do at all, and
+ *   so also how loaded the machine is during the run.
  */
 export async function outbox(context: RunContext): Promise<void> {
   const { quick, sql } = context;
