@@ -1,4 +1,4 @@
-import { InvalidKeyError } from '@idem/core';
+import { InvalidKeyError, parseKeyHeader } from '@idem/core';
 import { createTRPCUntypedClient, httpBatchLink, httpLink, type Operation } from '@trpc/client';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
@@ -18,6 +18,14 @@ describe('idempotencyHeaders', () => {
   it('a single operation sends Idempotency-Key', () => {
     expect(idempotencyHeaders({ op: op('k-1') })).toEqual({ 'Idempotency-Key': 'k-1' });
     expect(IDEMPOTENCY_KEY_HEADER).toBe('Idempotency-Key');
+  });
+
+  it('a key the bare form would garble is sent as a quoted string, read back as the same key', () => {
+    for (const key of ['cart 7, try 2', '"quoted', ' padded ']) {
+      const value = idempotencyHeaders({ op: op(key) })['Idempotency-Key']!;
+      expect(value.startsWith('"')).toBe(true);
+      expect(parseKeyHeader(value)).toBe(key);
+    }
   });
 
   it('no key, no header', () => {

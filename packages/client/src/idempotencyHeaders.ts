@@ -1,4 +1,9 @@
-import { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER, validateKey } from '@idem/core';
+import {
+  formatKeyHeader,
+  IDEMPOTENCY_KEY_BATCH_HEADER,
+  IDEMPOTENCY_KEY_HEADER,
+  validateKey,
+} from '@idem/core';
 import type { HTTPHeaders, Operation } from '@trpc/client';
 import { idempotencyKeyOf } from './links/internals/idempotencyKeyOf.js';
 
@@ -53,7 +58,8 @@ function headersFor(input: IdempotencyHeadersInput): Record<string, string> {
   if (key === undefined || key === null) return {};
   // Validated again here (idempotencyLink already did) because a key typed straight into
   // the context skips that link, and a CR or LF in a header value could inject headers.
-  return { [IDEMPOTENCY_KEY_HEADER]: validateKey(key) };
+  // A key the bare form would garble (a comma reads as two fields) goes quoted.
+  return { [IDEMPOTENCY_KEY_HEADER]: formatKeyHeader(validateKey(key)) };
 }
 
 /**

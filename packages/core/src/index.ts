@@ -32,7 +32,7 @@ export type {
 } from './IdempotencyStore.js';
 export { type ManualClock, manualClock } from './manualClock.js';
 export { notifyObserver } from './notifyObserver.js';
-export { parseKeyHeader } from './parseKeyHeader.js';
+export { formatKeyHeader, parseKeyHeader } from './parseKeyHeader.js';
 export {
   type ClaimDecision,
   type ClaimInput,

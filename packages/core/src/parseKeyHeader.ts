@@ -62,3 +62,14 @@ function malformed(what: string): InvalidKeyError {
     `${IDEMPOTENCY_KEY_HEADER} starts with a quote but is not a Structured Field string: ${what}. ${SPELLINGS}`,
   );
 }
+
+/**
+ * The `Idempotency-Key` header value that `parseKeyHeader` reads back as `key`: the bare
+ * form, which every server understands, unless the bare form would read differently (a
+ * comma, a leading quote, or a space at either end, which header parsing trims); then
+ * the Structured Field string, with `"` and `\\` escaped.
+ */
+export function formatKeyHeader(key: string): string {
+  if (!/^[ "]|,| $/.test(key)) return key;
+  return `"${key.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+}
