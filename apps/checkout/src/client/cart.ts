@@ -17,6 +17,9 @@ const cartIntent = () => intentKey({ intent: 'cart', storage: 'local' });
 
 /** This browser's cart id (created with the cart). */
 export const cartId = () => cartIntent().get();
+
+/** Whether a checkout was opened for this browser's current cart (and not another's). */
+export const isThisCart = (id: string) => cartIntent().peek() === id;
 const EMPTY: readonly CartItem[] = [];
 const listeners = new Set<() => void>();
 let cached: { raw: string | null; items: readonly CartItem[] } = { raw: null, items: EMPTY };

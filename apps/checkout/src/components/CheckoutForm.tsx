@@ -7,7 +7,7 @@ import Link from 'next/link';
 import { useRouter } from 'next/navigation';
 import { useEffect, useState } from 'react';
 import { attemptLog } from '@/client/attemptLog';
-import { cartId, useCart } from '@/client/cart';
+import { isThisCart, useCart } from '@/client/cart';
 import { describeChaos } from '@/client/chaos';
 import { shortKey } from '@/client/format';
 import { type PayContext, useTRPC, useTRPCClient } from '@/client/trpc';
@@ -43,7 +43,7 @@ export function CheckoutForm({
   // Paid (here, in another tab or in another browser): this browser's cart is done.
   const paidCart = checkout?.status === 'paid' ? checkout.cartId : null;
   useEffect(() => {
-    if (paidCart && cart.items.length > 0 && paidCart === cartId()) cart.clear();
+    if (paidCart && cart.items.length > 0 && isThisCart(paidCart)) cart.clear();
   }, [paidCart, cart]);
 
   const submit = async () => {
@@ -86,7 +86,8 @@ export function CheckoutForm({
       const result = paid.value;
       const already = !attemptLog.ranHere(key);
       router.push(`/orders/${result.orderId}${already ? '?already=1' : ''}`);
-      cart.clear();
+      // Paid from a link in another browser, this browser's own cart is another one.
+      if (isThisCart(target.cartId)) cart.clear();
     } catch (failure) {
       setError(failure as PayError);
     } finally {

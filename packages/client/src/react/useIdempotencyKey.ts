@@ -33,7 +33,9 @@ export interface IntentKeyState {
  *
  * With `{ intent }` the key is bound to that intent and kept in Web Storage (see
  * `intentKey`), so a reload, Back or a second tab on the same intent sends the same key;
- * `reset()` settles the intent. Nothing touches storage while rendering on the server.
+ * `reset()` settles the intent. Nothing touches storage while rendering on the server. A
+ * `storage` object or `clock` is best created once (at module level): each new one
+ * re-subscribes the component.
  *
  * @example
  * const { key, reset } = useIdempotencyKey();
