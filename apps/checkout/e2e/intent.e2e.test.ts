@@ -173,8 +173,12 @@ describe('one payment per checkout, whatever the person does', () => {
       .getAttribute('href');
     expect(link).toBe(`/checkout?checkout=${key}`);
 
-    // Another browser: its own session and an empty cart, only the link.
+    // Another browser: its own session and cart (a jar of honey), and the link.
     const other = await shopper({ fill: false });
+    await other.page
+      .getByTestId('product-honey')
+      .getByRole('button', { name: 'Add to cart' })
+      .click();
     await other.page.goto(link!);
     await other.page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
 
@@ -191,6 +195,8 @@ describe('one payment per checkout, whatever the person does', () => {
     await other.page.getByTestId('confirmation').getByText('Total charged').waitFor();
     await waitForCounts(other.page, { charges: 1, orders: 1, emails: 1 });
     await screenshot(other.page, 'l-second-browser');
+    // Paying someone else's checkout left this browser's own cart alone.
+    await other.page.getByRole('link', { name: 'Checkout (1)' }).waitFor();
 
     expectExactlyOnce(await settledDatabase(owner.api, key));
   });
