@@ -19,7 +19,7 @@ function label(query: string): string {
       /^select set_config\('lock_timeout', current_setting\('idem.lock_timeout'\)/,
       'restore lock_timeout',
     ],
-    [/^with inserted as \(insert into "idem_keys"/, 'claim'],
+    [/^with "?inserted"? as \(insert into "idem_keys"/, 'claim'],
     [/^update "idem_keys" set "fingerprint"/, 'take over'],
     [/^select .* from "idem_keys"/, 'read record'],
     [/^update "idem_keys" set "status"/, 'complete'],

@@ -23,7 +23,8 @@ interface Captured {
  * very same SQL text and parameters (captured from drizzleStore through Drizzle's logger)
  * sent raw through the same postgres-js client at the same concurrency. The floor is
  * postgres-js as it runs by default (prepared statements); the unprepared variant sends
- * them the way Drizzle does (`prepare: false`), to show where a gap comes from.
+ * them the way Drizzle sends an unnamed query (`prepare: false`), to show what preparing
+ * saves. drizzleStore builds each statement once and runs it as a named prepared query.
  */
 export async function storeVsFloor(context: RunContext): Promise<void> {
   const { quick } = context;
@@ -125,7 +126,7 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
     context.report(row('prepared', 'floor: same SQL, raw postgres-js'));
     context.report({
       ...row('unprepared', 'same SQL, postgres-js prepare: false'),
-      note: 'how Drizzle sends it',
+      note: 'how Drizzle sends an unnamed query',
     });
     const storeRatio = ratioTo('store');
     context.report({

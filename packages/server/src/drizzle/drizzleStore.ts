@@ -12,11 +12,10 @@ import {
   type StoredOutcome,
   type SweepOptions,
 } from '@idem/core';
-import { and, eq, getTableColumns, type SQL, sql } from 'drizzle-orm';
-import type { PgUpdateSetSource } from 'drizzle-orm/pg-core';
+import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
-import { rowsOf } from './rows.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
+import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
 
 export interface DrizzleStoreOptions {
   /**
@@ -31,21 +30,39 @@ export interface DrizzleStoreOptions {
   clock?: Clock;
 }
 
-/** The database's "now", truncated to the millisecond that records speak in. */
-const DATABASE_NOW = sql`date_trunc('milliseconds', statement_timestamp())`;
-
 /**
  * A claim only loops when the record changed under it: a concurrent claim inserted the key
  * after its snapshot, or took over or reset the row between its two statements.
  */
 const MAX_CLAIM_ROUNDS = 100;
 
+/** Values bound per call into the statements prepared once per store. */
+const param = {
+  scope: sql.placeholder('scope'),
+  key: sql.placeholder('key'),
+  fingerprint: sql.placeholder('fingerprint'),
+  leaseMs: sql.placeholder('leaseMs'),
+  ttlMs: sql.placeholder('ttlMs'),
+  version: sql.placeholder('version'),
+  createdAt: sql.placeholder('createdAt'),
+  outcome: sql.placeholder('outcome'),
+  stepName: sql.placeholder('stepName'),
+  stepValue: sql.placeholder('stepValue'),
+  now: sql.placeholder('now'),
+  limit: sql.placeholder('limit'),
+};
+
 /**
  * An `IdempotencyStore` on the `idem_keys` table, for any Drizzle Postgres database or
- * transaction (postgres-js, PGlite, …). Run `migrate(db)` first.
+ * transaction (postgres-js, PGlite, node-postgres, …). Run `migrate(db)` first.
  *
  * Pass a transaction to make claims and completions part of it (transaction mode); pass
  * the database for autocommit statements (lease mode).
+ *
+ * Every statement is built once, when the store is made, with `sql.placeholder` for what
+ * changes per call, and run as a named prepared query (`.prepare(name)`): no SQL is built on
+ * the request path, and postgres-js prepares each statement once per connection and then
+ * sends it in one round trip.
  *
  * Statements per call:
  * - `claim` of a new key: one, `WITH inserted AS (INSERT … ON CONFLICT DO NOTHING
@@ -70,139 +87,46 @@ export function drizzleStore(
   db: PgDatabaseLike,
   options: DrizzleStoreOptions = {},
 ): IdempotencyStore {
+  const statements = prepareStatements(db, options.clock);
   const { clock } = options;
-
-  /** "now" for one statement, and, with an injected clock, the number it stands for. */
-  const instant = (): { nowMs: number | undefined; now: SQL } => {
-    if (!clock) return { nowMs: undefined, now: DATABASE_NOW };
-    const nowMs = clock.now();
-    return { nowMs, now: sql`${new Date(nowMs).toISOString()}::timestamptz` };
-  };
-  const later = (now: SQL, ms: number) => sql`(${now} + ${ms}::float8 * interval '1 millisecond')`;
-  const epochMs = (now: SQL) =>
-    sql<number>`(extract(epoch from ${now}) * 1000)::bigint`.mapWith(Number);
-
-  // `core`'s isExpired and isLeaseExpired, in SQL.
-  const leaseExpired = (now: SQL) =>
-    sql`(${keys.lockedUntil} is null or ${keys.lockedUntil} <= ${now})`;
-  const expired = (now: SQL) =>
-    sql`(${keys.expiresAt} <= ${now} and (${keys.status} = 'completed' or ${leaseExpired(now)}))`;
-
-  const byId = (scope: string, key: string) => and(eq(keys.scope, scope), eq(keys.key, key));
-
-  /** The row and the "now" it was read at, in one statement. */
-  const read = async (scope: string, key: string) => {
-    const { nowMs, now } = instant();
-    const [row] = await db
-      .select({ ...getTableColumns(keys), nowMs: epochMs(now) })
-      .from(keys)
-      .where(byId(scope, key));
-    if (!row) return undefined;
-    const { nowMs: databaseNowMs, ...columns } = row;
-    return { record: toRecord(columns), nowMs: nowMs ?? databaseNowMs };
-  };
+  /** The values every statement binds: the injected clock's "now", when there is one. */
+  const bind = <T extends object>(values: T): T & { now?: string } =>
+    clock ? { ...values, now: new Date(clock.now()).toISOString() } : values;
 
   /**
    * Statement 1 of a claim: insert the key if it is new, else read the existing row, with
-   * the statement's "now". Read-only when the key exists: `ON CONFLICT DO NOTHING` locks
-   * nothing, so a replay, a mismatch or an in-progress answer takes no transaction id and
-   * writes no WAL. The columns are listed in both arms: UNION ALL matches them by position.
+   * the statement's "now".
    */
   const insertOrRead = async (request: ClaimRequest) => {
-    const { nowMs, now } = instant();
-    const insert = db
-      .insert(keys)
-      .values({
+    const [row] = await statements.claim().execute(
+      bind({
         scope: request.scope,
         key: request.key,
         fingerprint: request.fingerprint,
-        status: 'in_progress',
-        version: 1,
-        lockedUntil: later(now, request.leaseMs),
-        attempts: 1,
-        outcome: null,
-        steps: {},
-        createdAt: now,
-        completedAt: null,
-        expiresAt: later(now, request.ttlMs),
-      })
-      .onConflictDoNothing({ target: [keys.scope, keys.key] });
-    const result = await executePrepared(
-      db,
-      'idem_claim',
-      sql`
-      with inserted as (${insert.getSQL()} returning ${COLUMN_LIST})
-      select ${COLUMN_LIST}, true as inserted, ${epochMs(now)} as now_ms from inserted
-      union all
-      select ${COLUMN_LIST}, false, ${epochMs(now)} from ${keys}
-      where ${byId(request.scope, request.key)} and not exists (select 1 from inserted)`,
+        leaseMs: request.leaseMs,
+        ttlMs: request.ttlMs,
+      }),
     );
-    const [row] = rowsOf(result);
     if (!row) return undefined;
-    return {
-      inserted: row.inserted === true,
-      record: toRecord(fromDriver(row)),
-      nowMs: nowMs ?? Number(row.now_ms),
-    };
-  };
-
-  /**
-   * Statement 2 of a claim, only when `decideClaim` says an existing row is to be claimed:
-   * reset it (expired) or take over its lapsed lease, if it is still the row that was read
-   * (version and creation time) and still expired or lapsed by this statement's "now". A
-   * concurrent claimant that got there first leaves nothing to update.
-   */
-  const takeOver = async (request: ClaimRequest, seen: IdempotencyRecord) => {
-    const { now } = instant();
-    const wasExpired = expired(now);
-    const expiresAt = later(now, request.ttlMs);
-    // Every expression reads the row as it was before this update. A reset starts afresh
-    // (version + 1 so fencing tokens never repeat); a takeover keeps steps and creation time.
-    const [claimed] = await db
-      .update(keys)
-      .set({
-        fingerprint: request.fingerprint,
-        status: 'in_progress',
-        version: sql`${keys.version} + 1`,
-        lockedUntil: later(now, request.leaseMs),
-        attempts: sql`case when ${wasExpired} then 1 else ${keys.attempts} + 1 end`,
-        outcome: null,
-        steps: sql`case when ${wasExpired} then '{}'::jsonb else ${keys.steps} end`,
-        createdAt: sql`case when ${wasExpired} then ${now} else ${keys.createdAt} end`,
-        completedAt: null,
-        expiresAt: sql`case when ${wasExpired} then ${expiresAt} else greatest(${keys.expiresAt}, ${expiresAt}) end`,
-      })
-      .where(
-        and(
-          byId(request.scope, request.key),
-          eq(keys.version, seen.version),
-          eq(keys.createdAt, new Date(seen.createdAt)),
-          sql`(${wasExpired} or (${keys.status} = 'in_progress' and ${leaseExpired(now)} and ${keys.fingerprint} = ${request.fingerprint}))`,
-        ),
-      )
-      .returning();
-    return claimed && toRecord(claimed);
+    const { inserted, nowMs, ...columns } = row;
+    return { inserted: inserted === true, record: toRecord(columns), nowMs: Number(nowMs) };
   };
 
   /** One fenced UPDATE: changes the row only for the live holder of `token`. */
-  const fenced = async (token: LeaseToken, set: PgUpdateSetSource<typeof keys>) => {
-    const updated = await db
-      .update(keys)
-      .set(set)
-      .where(
-        and(
-          byId(token.scope, token.key),
-          eq(keys.version, token.version),
-          eq(keys.createdAt, new Date(token.createdAt)),
-          eq(keys.status, 'in_progress'),
-        ),
-      )
-      .returning({ version: keys.version })
-      // A named prepared query is what makes Drizzle ask postgres-js to prepare the
-      // statement: postgres-js then reuses it per connection (its text is the same on every
-      // call) and runs it in one round trip instead of two. Other drivers ignore the name.
-      .prepare('idem_fenced_update')
-      .execute();
+  const fenced = async (
+    statement: { execute(values: Record<string, unknown>): Promise<unknown[]> },
+    token: LeaseToken,
+    values: Record<string, unknown> = {},
+  ) => {
+    const updated = await statement.execute(
+      bind({
+        ...values,
+        scope: token.scope,
+        key: token.key,
+        version: token.version,
+        createdAt: new Date(token.createdAt).toISOString(),
+      }),
+    );
     if (updated.length === 0) throw new LeaseLostError(token.scope, token.key, token.version);
   };
 
@@ -216,8 +140,21 @@ export function drizzleStore(
         if (found.inserted) return { status: 'claimed', takeover: false, record: found.record };
         const decision = decideClaim(found.record, request, found.nowMs);
         if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
-        const claimed = await takeOver(request, found.record);
-        if (claimed) return { status: 'claimed', takeover: claimed.attempts > 1, record: claimed };
+        const [claimed] = await statements.takeOver().execute(
+          bind({
+            scope: request.scope,
+            key: request.key,
+            fingerprint: request.fingerprint,
+            leaseMs: request.leaseMs,
+            ttlMs: request.ttlMs,
+            version: found.record.version,
+            createdAt: new Date(found.record.createdAt).toISOString(),
+          }),
+        );
+        if (claimed) {
+          const record = toRecord(claimed);
+          return { status: 'claimed', takeover: record.attempts > 1, record };
+        }
         // Another claim (or the holder's heartbeat or completion) changed the row first.
       }
       throw new Error(
@@ -227,71 +164,220 @@ export function drizzleStore(
     },
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-      const { now } = instant();
-      await fenced(token, {
-        status: 'completed',
-        outcome,
-        completedAt: now,
-        lockedUntil: null,
-        expiresAt: later(now, ttlMs),
-      });
+      await fenced(statements.complete(), token, { outcome: JSON.stringify(outcome), ttlMs });
     },
 
     async release(token: LeaseToken): Promise<void> {
-      await fenced(token, { lockedUntil: instant().now });
+      await fenced(statements.release(), token);
     },
 
     async heartbeat(token: LeaseToken, leaseMs: number): Promise<void> {
-      await fenced(token, { lockedUntil: later(instant().now, leaseMs) });
+      await fenced(statements.heartbeat(), token, { leaseMs });
     },
 
     async saveStep(token: LeaseToken, name: string, value: JsonValue): Promise<void> {
       // Name and value travel as parameters: a step name is data, never SQL text.
-      await fenced(token, {
-        steps: sql`${keys.steps} || jsonb_build_object(${name}::text, ${JSON.stringify(value)}::jsonb)`,
+      await fenced(statements.saveStep(), token, {
+        stepName: name,
+        stepValue: JSON.stringify(value),
       });
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
-      const current = await read(scope, key);
-      return current && !isExpired(current.record, current.nowMs) ? current.record : null;
+      const [row] = await statements.read().execute(bind({ scope, key }));
+      if (!row) return null;
+      const { nowMs, ...columns } = row;
+      const record = toRecord(columns);
+      return isExpired(record, Number(nowMs)) ? null : record;
     },
 
     async sweep({ limit }: SweepOptions): Promise<number> {
       if (!(limit >= 1)) return 0;
-      const { now } = instant();
-      // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is
-      // resetting right now is left to that claim.
-      const doomed = db
-        .select({ scope: keys.scope, key: keys.key })
-        .from(keys)
-        .where(expired(now))
-        .limit(Math.floor(limit))
-        .for('update', { skipLocked: true });
-      const deleted = await db
-        .delete(keys)
-        .where(sql`(${keys.scope}, ${keys.key}) in ${doomed}`)
-        .returning({ key: keys.key });
+      const deleted = await statements.sweep().execute(bind({ limit: Math.floor(limit) }));
       return deleted.length;
     },
   };
 }
 
-const COLUMNS = getTableColumns(keys);
-const COLUMN_LIST = sql.join(
-  Object.values(COLUMNS).map((column) => sql.identifier(column.name)),
-  sql`, `,
-);
+/**
+ * The store's statements, each built once, on first use (a store made for one transaction
+ * builds only what it runs), with placeholders, and prepared on `db`. Their names tell apart the two shapes of "now" (the database's, or a bound clock value), so a driver
+ * that names server-side statements (node-postgres) never sees one name with two texts.
+ */
+function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined) {
+  const now = sqlNow(clock, param.now);
+  const suffix = clock ? '_at' : '';
+  const name = (statement: string) => `idem_${statement}${suffix}`;
+  const byId = and(eq(keys.scope, param.scope), eq(keys.key, param.key));
+  const nowMs = sqlEpochMs(now);
 
-/** Rows of `execute`: postgres-js returns an array, PGlite `{ rows }`. */
-/** A raw row of `execute` (column names, driver values) as Drizzle's select would map it. */
-function fromDriver(raw: Record<string, unknown>): IdempotencyKeyRow {
-  const row: Record<string, unknown> = {};
-  for (const [field, column] of Object.entries(COLUMNS)) {
-    const value = raw[column.name];
-    row[field] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
-  }
-  return row as IdempotencyKeyRow;
+  // `core`'s isExpired and isLeaseExpired, in SQL.
+  const leaseExpired = sql`(${keys.lockedUntil} is null or ${keys.lockedUntil} <= ${now})`;
+  const expired = sql`(${keys.expiresAt} <= ${now} and (${keys.status} = 'completed' or ${leaseExpired}))`;
+
+  const claim = once(() => {
+    // Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing, so a replay, a
+    // mismatch or an in-progress answer takes no transaction id and writes no WAL.
+    const inserted = db.$with('inserted').as(
+      db
+        .insert(keys)
+        .values({
+          scope: param.scope,
+          key: param.key,
+          fingerprint: param.fingerprint,
+          status: 'in_progress',
+          version: 1,
+          lockedUntil: sqlLater(now, param.leaseMs),
+          attempts: 1,
+          outcome: null,
+          steps: sql`'{}'::jsonb`,
+          createdAt: now,
+          completedAt: null,
+          expiresAt: sqlLater(now, param.ttlMs),
+        })
+        .onConflictDoNothing({ target: [keys.scope, keys.key] })
+        .returning(),
+    );
+    // The data-modifying CTE must sit at the top level: the union is a subquery of it.
+    const found = db
+      .select({
+        // UNION ALL matches columns by position: the same fields, in the same order, as below.
+        scope: inserted.scope,
+        key: inserted.key,
+        fingerprint: inserted.fingerprint,
+        status: inserted.status,
+        version: inserted.version,
+        lockedUntil: inserted.lockedUntil,
+        attempts: inserted.attempts,
+        outcome: inserted.outcome,
+        steps: inserted.steps,
+        createdAt: inserted.createdAt,
+        completedAt: inserted.completedAt,
+        expiresAt: inserted.expiresAt,
+        inserted: sql<boolean>`true`.as('inserted'),
+        nowMs: nowMs.as('now_ms'),
+      })
+      .from(inserted)
+      .unionAll(
+        db
+          .select({
+            ...COLUMNS,
+            inserted: sql<boolean>`false`.as('inserted'),
+            nowMs: nowMs.as('now_ms'),
+          })
+          .from(keys)
+          .where(and(byId, notExists(db.select({ one: sql`1` }).from(inserted)))),
+      )
+      .as('found');
+    return db.with(inserted).select().from(found).prepare(name('claim'));
+  });
+
+  // Reset an expired row, or take over its lapsed lease, if it is still the row that was
+  // read (version and creation time) and still expired or lapsed by this statement's
+  // "now". Every expression reads the row as it was before this update. A reset starts
+  // afresh (version + 1 so fencing tokens never repeat); a takeover keeps steps and
+  // creation time.
+  const takeOver = once(() => {
+    const expiresAt = sqlLater(now, param.ttlMs);
+    return db
+      .update(keys)
+      .set({
+        fingerprint: sql`${param.fingerprint}`,
+        status: 'in_progress',
+        version: sql`${keys.version} + 1`,
+        lockedUntil: sqlLater(now, param.leaseMs),
+        attempts: sql`case when ${expired} then 1 else ${keys.attempts} + 1 end`,
+        outcome: null,
+        steps: sql`case when ${expired} then '{}'::jsonb else ${keys.steps} end`,
+        createdAt: sql`case when ${expired} then ${now} else ${keys.createdAt} end`,
+        completedAt: null,
+        expiresAt: sql`case when ${expired} then ${expiresAt} else greatest(${keys.expiresAt}, ${expiresAt}) end`,
+      })
+      .where(
+        and(
+          byId,
+          eq(keys.version, param.version),
+          eq(keys.createdAt, param.createdAt),
+          sql`(${expired} or (${keys.status} = 'in_progress' and ${leaseExpired} and ${keys.fingerprint} = ${param.fingerprint}))`,
+        ),
+      )
+      .returning()
+      .prepare(name('take_over'));
+  });
+
+  const fencedUpdate = (
+    statement: string,
+    set: Parameters<ReturnType<typeof db.update<typeof keys>>['set']>[0],
+  ) =>
+    once(() =>
+      db
+        .update(keys)
+        .set(set)
+        .where(
+          and(
+            byId,
+            eq(keys.version, param.version),
+            eq(keys.createdAt, param.createdAt),
+            eq(keys.status, 'in_progress'),
+          ),
+        )
+        .returning({ version: keys.version })
+        .prepare(name(statement)),
+    );
+
+  const read = once(() =>
+    db
+      .select({ ...COLUMNS, nowMs })
+      .from(keys)
+      .where(byId)
+      .prepare(name('read')),
+  );
+
+  // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
+  // right now is left to that claim.
+  const sweep = once(() => {
+    const doomed = db
+      .select({ scope: keys.scope, key: keys.key })
+      .from(keys)
+      .where(expired)
+      .limit(param.limit)
+      .for('update', { skipLocked: true });
+    return db
+      .delete(keys)
+      .where(sql`(${keys.scope}, ${keys.key}) in ${doomed}`)
+      .returning({ key: keys.key })
+      .prepare(name('sweep'));
+  });
+
+  return {
+    claim,
+    takeOver,
+    complete: fencedUpdate('complete', {
+      status: 'completed',
+      outcome: sql`${param.outcome}::json`,
+      completedAt: now,
+      lockedUntil: null,
+      expiresAt: sqlLater(now, param.ttlMs),
+    }),
+    release: fencedUpdate('release', { lockedUntil: now }),
+    heartbeat: fencedUpdate('heartbeat', { lockedUntil: sqlLater(now, param.leaseMs) }),
+    saveStep: fencedUpdate('save_step', {
+      steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
+    }),
+    read,
+    sweep,
+  };
+}
+
+const COLUMNS = getTableColumns(keys);
+
+/** `build()` on the first call, its result on every call after. */
+function once<T>(build: () => T): () => T {
+  let built: { value: T } | undefined;
+  return () => {
+    built ??= { value: build() };
+    return built.value;
+  };
 }
 
 function toRecord(row: IdempotencyKeyRow): IdempotencyRecord {
@@ -309,20 +395,4 @@ function toRecord(row: IdempotencyKeyRow): IdempotencyRecord {
     completedAt: row.completedAt ? row.completedAt.getTime() : null,
     expiresAt: row.expiresAt.getTime(),
   };
-}
-
-/**
- * `db.execute(query)` as a named prepared query. Drizzle asks postgres-js to prepare a
- * statement only for a named query; postgres-js then reuses it per connection (the text is
- * the same on every call) and runs it in one round trip instead of two. Other drivers
- * ignore the name. Drizzle has no public API for a raw prepared query, so this goes through
- * `db._.session` and the dialect, exactly as `db.execute` does.
- */
-function executePrepared(db: PgDatabaseLike, name: string, query: SQL): Promise<unknown> {
-  const internals = db as unknown as {
-    dialect: { sqlToQuery(sql: SQL): { sql: string; params: unknown[] } };
-    _: { session: { prepareQuery(...args: unknown[]): { execute(): Promise<unknown> } } };
-  };
-  const built = internals.dialect.sqlToQuery(query);
-  return internals._.session.prepareQuery(built, undefined, name, false).execute();
 }

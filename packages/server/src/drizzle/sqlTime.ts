@@ -1,0 +1,26 @@
+import type { Clock } from '@idem/core';
+import { type SQL, sql } from 'drizzle-orm';
+
+/**
+ * "Now" for one statement, in SQL: the database's clock by default, so every app server
+ * judges leases, expiry and schedules by one clock whatever the skew between them;
+ * `nowParameter` (the injected clock's time, an ISO string bound per call) when there is a
+ * clock, as tests drive it with a `manualClock`. Truncated to the millisecond that records
+ * speak in: a timestamp column of millisecond precision rounds, and a rounded-up "now"
+ * would put a lease end half a millisecond in the future.
+ */
+export function sqlNow(clock: Clock | undefined, nowParameter?: unknown): SQL {
+  if (!clock) return sql`date_trunc('milliseconds', statement_timestamp())`;
+  const value = nowParameter ?? new Date(clock.now()).toISOString();
+  return sql`${value}::timestamptz`;
+}
+
+/** `now` plus `ms` milliseconds (a number, or a placeholder bound per call), as timestamptz. */
+export function sqlLater(now: SQL, ms: unknown): SQL {
+  return sql`(${now} + ${ms}::float8 * interval '1 millisecond')`;
+}
+
+/** A timestamptz as epoch milliseconds, a JS number. */
+export function sqlEpochMs(instant: SQL): SQL<number> {
+  return sql<number>`(extract(epoch from ${instant}) * 1000)::bigint`.mapWith(Number);
+}
