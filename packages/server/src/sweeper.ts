@@ -2,6 +2,7 @@ import {
   type Clock,
   ConfigurationError,
   type IdempotencyStore,
+  requirePositive,
   systemClock,
   type TimerHandle,
 } from '@idem/core';
@@ -33,12 +34,8 @@ const storeOf = (target: SweepTarget): IdempotencyStore => {
   throw new ConfigurationError('The sweeper needs `db` (a Drizzle Postgres database) or `store`.');
 };
 
-const positiveInteger = (name: string, value: number) => {
-  if (!Number.isInteger(value) || value < 1) {
-    throw new ConfigurationError(`${name} must be a positive whole number; got ${value}.`);
-  }
-  return value;
-};
+const positiveInteger = (name: string, value: number) =>
+  requirePositive(name, value, { integer: true });
 
 /**
  * Deletes expired idempotency records in batches of `batchSize` until none is left (or

@@ -95,7 +95,7 @@ for (const backend of backends) {
 
     it('refuses a batch size that cannot work', async () => {
       await expect(sweepExpired({ db: database().db, batchSize: 0 })).rejects.toThrow(
-        /batchSize must be a positive whole number; got 0/,
+        /batchSize must be a positive integer; got 0/,
       );
     });
   });
