@@ -40,10 +40,14 @@ async function shopper(options?: Parameters<typeof newShopper>[2]): Promise<Shop
 
 /** The key record of a checkout, once it satisfies `done`. */
 function keyRecord(customer: Shopper, key: string, done: (record: KeyRecord) => boolean) {
-  return eventually(`the key record of ${key}`, async () => {
-    const { key: record, charges } = await customer.api.demo.checkout.query({ key });
-    return record && done({ ...record, charges: charges.length }) ? record : undefined;
-  });
+  return eventually(
+    `the key record of ${key}`,
+    async () => {
+      const { key: record, charges } = await customer.api.demo.checkout.query({ key });
+      return record && done({ ...record, charges: charges.length }) ? record : undefined;
+    },
+    60_000,
+  );
 }
 
 interface KeyRecord {
@@ -104,6 +108,26 @@ describe('one payment per checkout, whatever the person does', () => {
     expect(database.charged[0]?.requests).toBe(1);
     expect(database.key).toMatchObject({ attempts: 2, recoveryPoints: ['charge', 'order'] });
   });
+
+  it('a crash after the charge, then nobody comes back: the server finishes the one order', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await payWith(page, '?crash=1');
+    const key = await checkoutKeyOf(page);
+    await keyRecord(
+      customer,
+      key,
+      (record) => record.status === 'in_progress' && record.charges === 1,
+    );
+    await page.close();
+
+    // Once the lease has passed and then ABANDONED_AFTER_MS more, the server takes over.
+    await keyRecord(customer, key, (record) => record.status === 'completed');
+    const database = await settledDatabase(customer.api, key);
+    expectExactlyOnce(database);
+    expect(database.charged[0]?.requests).toBe(1);
+    expect(database.key).toMatchObject({ attempts: 2, recoveryPoints: ['charge', 'order'] });
+  }, 120_000);
 
   it('Back mid-payment, then checkout and Pay again: the same checkout, one charge', async () => {
     const customer = await shopper();

@@ -5,6 +5,7 @@ import type { AppDatabase } from './db/openDatabase';
 import { openDatabase } from './db/openDatabase';
 import { type EventPipeline, startEventPipeline } from './events/startEventPipeline';
 import { type FakePaymentProvider, fakePaymentProvider } from './payments/fakePaymentProvider';
+import { resumeAbandonedPayments } from './resumeAbandonedPayments';
 
 /** Everything the server holds for its lifetime: one per process. */
 export interface Runtime {
@@ -50,12 +51,14 @@ async function start(): Promise<Runtime> {
       describe: () => `database: ${database.description}\n  events:   ${events.description}`,
       stop() {
         stopping ??= (async () => {
+          resumer.stop();
           await Promise.all([events.stop(), sweeper.stop()]).catch(() => undefined);
           await database.close();
         })();
         return stopping;
       },
     };
+    const resumer = resumeAbandonedPayments(runtime);
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       process.once(signal, () => {
         runtime.stop().finally(() => process.exit(0));
