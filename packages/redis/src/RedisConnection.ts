@@ -1,0 +1,68 @@
+import type { LuaScript } from './scripts.js';
+
+/** What the store sends `EVALSHA`/`EVAL` with. */
+interface ScriptArguments {
+  keys: string[];
+  arguments: string[];
+}
+
+/** The part of a node-redis client (or cluster) that runs scripts. */
+interface ScriptRunner {
+  evalSha(sha1: string, options: ScriptArguments): Promise<unknown>;
+  eval(script: string, options: ScriptArguments): Promise<unknown>;
+}
+
+/** The part of node-redis's `createClient()` the store uses. */
+export interface RedisNodeConnection extends ScriptRunner {
+  scanIterator(options: { MATCH: string; COUNT: number }): AsyncIterable<unknown[]>;
+}
+
+/** The part of node-redis's `createCluster()` the store uses. */
+export interface RedisClusterConnection<Node = unknown> extends ScriptRunner {
+  readonly masters: readonly Node[];
+  nodeClient(node: Node): Promise<RedisNodeConnection>;
+}
+
+/**
+ * A connected node-redis client, `createClient()` (one node, or a Redis Sentinel/proxy
+ * endpoint) or `createCluster()` (a Redis Cluster). Only the methods the store calls are
+ * named, so any RESP mode or module set fits.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: node-redis's node type is generic over the client's modules.
+export type RedisConnection = RedisNodeConnection | RedisClusterConnection<any>;
+
+/**
+ * Runs `script` on the node that owns `key`: `EVALSHA` first, and `EVAL` (which also caches
+ * the script) when the server answers NOSCRIPT: after a restart, a failover to a replica
+ * that never saw it, a `SCRIPT FLUSH`, or a slot moved to another node.
+ */
+export async function runScript(
+  client: RedisConnection,
+  script: LuaScript,
+  key: string,
+  ...args: string[]
+): Promise<unknown> {
+  const options = { keys: [key], arguments: args };
+  try {
+    return await client.evalSha(script.sha1, options);
+  } catch (error) {
+    if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error;
+    return client.eval(script.source, options);
+  }
+}
+
+/** Every key matching `pattern`, a page at a time, on one node or on every cluster master. */
+export async function* scanKeys(
+  client: RedisConnection,
+  pattern: string,
+): AsyncGenerator<string[]> {
+  const nodes =
+    'masters' in client
+      ? await Promise.all(client.masters.map((master) => client.nodeClient(master)))
+      : [client];
+  for (const node of nodes) {
+    for await (const keys of node.scanIterator({ MATCH: pattern, COUNT: 1_000 })) {
+      yield keys.map(String);
+    }
+  }
+}

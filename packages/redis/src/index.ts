@@ -1,0 +1,6 @@
+export type {
+  RedisClusterConnection,
+  RedisConnection,
+  RedisNodeConnection,
+} from './RedisConnection.js';
+export { type RedisStoreOptions, redisStore } from './redisStore.js';

@@ -1,0 +1,195 @@
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  type Clock,
+  ConfigurationError,
+  decideClaim,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  isExpired,
+  type JsonValue,
+  LeaseLostError,
+  type LeaseToken,
+  requirePositive,
+  type StoredOutcome,
+  type SweepOptions,
+} from '@idem/core';
+import { type RedisConnection, runScript, scanKeys } from './RedisConnection.js';
+import { recordKey, recordKeyPattern } from './recordKey.js';
+import { scripts } from './scripts.js';
+
+export interface RedisStoreOptions {
+  /**
+   * What every record's Redis key starts with. Keys are `<keyPrefix>{<scope and key>}`: the
+   * braces are the Redis Cluster hash tag, so the prefix must hold no `{` or `}`.
+   * @default 'idem:'
+   */
+  keyPrefix?: string;
+  /**
+   * Where "now" comes from for leases and expiry.
+   *
+   * By default the store reads the REDIS SERVER's clock (`TIME`, inside each script), so
+   * every app server judges leases by one clock, and Redis deletes each record (`PEXPIRE`)
+   * the moment it expires. With a `clock` the scripts use that clock's `now()` instead, as
+   * the conformance tests do with a `manualClock`; Redis cannot expire keys by a clock it does
+   * not know, so records then stay until `sweep` deletes them or a claim resets them.
+   * @default the Redis server's clock
+   */
+  clock?: Clock;
+}
+
+/**
+ * An `IdempotencyStore` in Redis or Valkey, on one node or a Redis Cluster, through a
+ * node-redis client (`createClient()` or `createCluster()`, connected).
+ *
+ * `claim`, `complete`, `release`, `heartbeat`, `saveStep`, `get` and each key of a `sweep`
+ * are one Lua script each (`EVALSHA`, and `EVAL` once when the server does not have it
+ * cached), atomic on the server and touching one key: one round trip per call. One record
+ * is one Redis hash, recovery points included.
+ *
+ * @example
+ * const client = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const store = redisStore(client);
+ */
+export function redisStore(
+  client: RedisConnection,
+  options: RedisStoreOptions = {},
+): IdempotencyStore {
+  const prefix = options.keyPrefix ?? 'idem:';
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new ConfigurationError(
+      `redisStore: keyPrefix must be a string without "{" or "}" (they mark the Redis Cluster hash tag); got ${JSON.stringify(prefix)}.`,
+    );
+  }
+  const { clock } = options;
+  /** ARGV[1] and ARGV[2] of every script: the injected "now" (or the server's), and expiry. */
+  const time = (): [string, string] => (clock ? [String(clock.now()), '0'] : ['', '1']);
+  const redisKey = (scope: string, key: string) => recordKey(prefix, scope, key);
+
+  const fenced = async (token: LeaseToken, script: keyof typeof scripts, ...args: string[]) => {
+    const done = await runScript(
+      client,
+      scripts[script],
+      redisKey(token.scope, token.key),
+      ...time(),
+      String(token.version),
+      String(token.createdAt),
+      ...args,
+    );
+    if (Number(done) !== 1) throw new LeaseLostError(token.scope, token.key, token.version);
+  };
+
+  return {
+    async claim(request: ClaimRequest): Promise<ClaimResult> {
+      requirePositive('leaseMs', request.leaseMs, { unit: 'milliseconds' });
+      requirePositive('ttlMs', request.ttlMs, { unit: 'milliseconds' });
+      const [answer, now, fields] = (await runScript(
+        client,
+        scripts.claim,
+        redisKey(request.scope, request.key),
+        ...time(),
+        request.fingerprint,
+        String(request.leaseMs),
+        String(request.ttlMs),
+      )) as [unknown, unknown, unknown[]];
+      const record = recordOf(request.scope, request.key, fields);
+      if (String(answer) !== 'read')
+        return { status: 'claimed', takeover: String(answer) === 'takeover', record };
+      const decision = decideClaim(record, request, Number(String(now)));
+      if (decision.status === 'claimed') {
+        throw new Error(
+          `redisStore: the claim script left "${request.key}" unclaimed where the claim table claims it; this is a bug in @idem/redis.`,
+        );
+      }
+      return decision;
+    },
+
+    async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
+      requirePositive('ttlMs', ttlMs, { unit: 'milliseconds' });
+      await fenced(token, 'complete', JSON.stringify(outcome), String(ttlMs));
+    },
+
+    async release(token: LeaseToken): Promise<void> {
+      await fenced(token, 'extend', '0');
+    },
+
+    async heartbeat(token: LeaseToken, leaseMs: number): Promise<void> {
+      requirePositive('leaseMs', leaseMs, { unit: 'milliseconds' });
+      await fenced(token, 'extend', String(leaseMs));
+    },
+
+    async saveStep(token: LeaseToken, name: string, value: JsonValue): Promise<void> {
+      await fenced(token, 'saveStep', name, JSON.stringify(value));
+    },
+
+    async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
+      const [now, fields] = (await runScript(
+        client,
+        scripts.read,
+        redisKey(scope, key),
+        ...time(),
+      )) as [unknown, unknown[]];
+      if (fields.length === 0) return null;
+      const record = recordOf(scope, key, fields);
+      return isExpired(record, Number(String(now))) ? null : record;
+    },
+
+    async sweep({ limit }: SweepOptions): Promise<number> {
+      if (!(limit >= 1)) return 0;
+      let deleted = 0;
+      // SCAN may name a key twice and lists keys that expire meanwhile: the script decides.
+      for await (const keys of scanKeys(client, recordKeyPattern(prefix))) {
+        for (let start = 0; start < keys.length && deleted < limit; ) {
+          const batch = keys.slice(start, start + Math.floor(limit) - deleted);
+          start += batch.length;
+          const results = await Promise.all(
+            batch.map((key) => runScript(client, scripts.sweepOne, key, ...time())),
+          );
+          deleted += results.filter((result) => Number(result) === 1).length;
+        }
+        if (deleted >= limit) break;
+      }
+      return deleted;
+    },
+  };
+}
+
+const STEP = 'step:';
+
+function recordOf(scope: string, key: string, flat: unknown[]): IdempotencyRecord {
+  const fields = new Map<string, string>();
+  const steps: Record<string, JsonValue> = {};
+  for (let index = 0; index < flat.length; index += 2) {
+    // String(): a client whose type mapping answers Buffers still reads the same text.
+    const name = String(flat[index]);
+    const value = String(flat[index + 1]);
+    if (name.startsWith(STEP)) {
+      // defineProperty: a plain assignment of "__proto__" would set the prototype instead.
+      Object.defineProperty(steps, name.slice(STEP.length), {
+        value: JSON.parse(value) as JsonValue,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    } else {
+      fields.set(name, value);
+    }
+  }
+  const number = (name: string) => Number(fields.get(name));
+  const optional = (name: string) => (fields.has(name) ? number(name) : null);
+  const outcome = fields.get('outcome');
+  return {
+    scope,
+    key,
+    fingerprint: fields.get('fingerprint') ?? '',
+    status: fields.get('status') === 'completed' ? 'completed' : 'in_progress',
+    version: number('version'),
+    lockedUntil: optional('locked_until'),
+    attempts: number('attempts'),
+    outcome: outcome === undefined ? null : (JSON.parse(outcome) as StoredOutcome),
+    steps,
+    createdAt: number('created_at'),
+    completedAt: optional('completed_at'),
+    expiresAt: number('expires_at'),
+  };
+}
