@@ -185,9 +185,7 @@ function AttemptRows({ run }: { run: CheckoutRun }) {
   return calls.map((call) => (
     <Fragment key={call}>
       <tr className="call">
-        <th colSpan={5}>
-          Pay request {call} of {calls.length}: its own retries
-        </th>
+        <th colSpan={5}>Request {call} and its retries</th>
       </tr>
       {run.attempts
         .filter((attempt) => attempt.call === call)
