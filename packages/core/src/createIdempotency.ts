@@ -1,4 +1,8 @@
+import { answerClaim } from './answerClaim.js';
 import { type Clock, systemClock } from './Clock.js';
+
+export { wasReplayed } from './answerClaim.js';
+
 import { deriveKey } from './deriveKey.js';
 import {
   type ErrorPolicy,
@@ -7,9 +11,7 @@ import {
   storedErrorOf,
 } from './errorPolicy.js';
 import { ConfigurationError } from './errors/ConfigurationError.js';
-import { KeyMismatchError } from './errors/KeyMismatchError.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
-import { RequestInProgressError } from './errors/RequestInProgressError.js';
 import {
   isUnserializableValueError,
   UnserializableValueError,
@@ -193,17 +195,6 @@ export interface IdempotencySettings {
   clock: Clock;
 }
 
-const REPLAYED = Symbol.for('@idem/core/replayed');
-
-/** True for an error that a replay threw: the stored outcome of an earlier attempt. */
-export function wasReplayed(error: unknown): boolean {
-  return (
-    typeof error === 'object' &&
-    error !== null &&
-    (error as Record<symbol, unknown>)[REPLAYED] === true
-  );
-}
-
 const positive = (name: string, value: number) =>
   requirePositive(name, value, { unit: 'milliseconds' });
 
@@ -316,22 +307,6 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       sentAt = clock.monotonicNow();
       claim = await store.claim(request);
     }
-  }
-
-  function replay<T>(record: IdempotencyRecord): ExecuteResult<T> {
-    const outcome = record.outcome!;
-    if (outcome.kind === 'success') {
-      return {
-        value: serializer.deserialize(outcome.value) as T,
-        replayed: true,
-        version: record.version,
-      };
-    }
-    const error = errorPolicy.fromStored(outcome.error, serializer);
-    if (typeof error === 'object' && error !== null) {
-      Object.defineProperty(error, REPLAYED, { value: true, enumerable: false });
-    }
-    throw error;
   }
 
   /** Settles the key with `error` as its outcome, replayed to every retry. Fenced. */
@@ -506,26 +481,16 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
         claim = waited.claim;
         if (claim.status === 'claimed') claimedAt = waited.sentAt;
       }
-      // Events name the record the claim answered with: same scope and key, its version.
-      switch (claim.status) {
-        case 'replay':
-          emit('replayed', claim.record, startedAt);
-          return replay<T>(claim.record);
-        case 'mismatch':
-          emit('mismatch', claim.record, startedAt);
-          throw new KeyMismatchError(scope, key);
-        case 'in_progress':
-          emit('in_progress', claim.record, startedAt);
-          throw new RequestInProgressError(
-            scope,
-            key,
-            Math.min(claim.retryAfterMs, settings.inProgressRetryAfterMs),
-          );
-        case 'claimed':
-          emit(claim.takeover ? 'takeover' : 'claimed', claim.record, startedAt);
-          // `return await`: awaiting a native promise costs fewer ticks than adopting it.
-          return await run(claim, claimedAt, handler, startedAt);
+      if (claim.status !== 'claimed') {
+        // Events name the record the claim answered with: same scope and key, its version.
+        const { record } = claim;
+        const replayed = answerClaim(claim, settings, (type) => emit(type, record, startedAt));
+        if (!replayed.ok) throw replayed.error;
+        return { value: replayed.value as T, replayed: true, version: record.version };
       }
+      emit(claim.takeover ? 'takeover' : 'claimed', claim.record, startedAt);
+      // `return await`: awaiting a native promise costs fewer ticks than adopting it.
+      return await run(claim, claimedAt, handler, startedAt);
     },
   };
 }

@@ -189,9 +189,19 @@ export function storedErrorOf(
   }
 }
 
-/** Completes a partial policy with the defaults. */
-export function resolveErrorPolicy(option: ErrorPolicyOption | undefined): ErrorPolicy {
-  if (option === undefined) return defaultErrorPolicy;
-  if (typeof option === 'function') return { ...defaultErrorPolicy, classify: option };
-  return { ...defaultErrorPolicy, ...option };
+/**
+ * Completes a partial policy with `base` (core's default, or an adapter's own table such
+ * as the tRPC middleware's); parts left `undefined` keep the base's.
+ */
+export function resolveErrorPolicy(
+  option: ErrorPolicyOption | undefined,
+  base: ErrorPolicy = defaultErrorPolicy,
+): ErrorPolicy {
+  if (option === undefined) return base;
+  if (typeof option === 'function') return { ...base, classify: option };
+  return {
+    classify: option.classify ?? base.classify,
+    toStored: option.toStored ?? base.toStored,
+    fromStored: option.fromStored ?? base.fromStored,
+  };
 }

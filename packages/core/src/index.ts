@@ -1,3 +1,4 @@
+export { answerClaim, type ReplayedOutcome, type UnclaimedClaim } from './answerClaim.js';
 export { type Clock, systemClock, type TimerHandle } from './Clock.js';
 export { canonicalJson } from './canonicalJson.js';
 export {
