@@ -1,17 +1,22 @@
+import { leaseTokenOf } from '@idem/core';
 import { storeContract } from '@idem/core/testing';
 import { createCluster } from 'redis';
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';
+import { recordKey } from '../src/recordKey.js';
 import { type RedisCluster, startRedisCluster } from '../src/testing/index.js';
+import { type NodeCommands, redisRisks } from './redisRisks.js';
 
 const connect = (rootNodes: { url: string }[]) => createCluster({ rootNodes }).connect();
 
 describe('redisStore on a Redis Cluster of three masters', () => {
   let cluster: RedisCluster;
   let client: Awaited<ReturnType<typeof connect>>;
+  let nodes: NodeCommands[];
   beforeAll(async () => {
     cluster = await startRedisCluster({ masters: 3 });
     client = await connect(cluster.rootNodes);
+    nodes = await Promise.all(client.masters.map((master) => client.nodeClient(master)));
   });
   afterAll(async () => {
     await client?.close();
@@ -22,4 +27,97 @@ describe('redisStore on a Redis Cluster of three masters', () => {
   storeContract('redisStore on a cluster', async (clock) => ({
     store: redisStore(client, { clock, keyPrefix: `contract-${test++}:` }),
   }));
+
+  redisRisks('cluster', () => ({ client, nodes }));
+
+  const request = (key: string) => ({
+    scope: 'tenant:acme/pay',
+    key,
+    fingerprint: 'fp',
+    leaseMs: 30_000,
+    ttlMs: 60_000,
+  });
+
+  it('spreads records over every master, each record whole on one node', async () => {
+    const store = redisStore(client, { keyPrefix: 'spread:' });
+    const keys = Array.from({ length: 60 }, (_, index) => `order-${index}`);
+    for (const key of keys) {
+      const claim = await store.claim(request(key));
+      await store.saveStep(leaseTokenOf(claim.record), 'charge', key);
+    }
+    const counts = await Promise.all(
+      nodes.map(async (node) => {
+        let count = 0;
+        for (const key of keys) {
+          const exists = await node
+            .sendCommand(['EXISTS', recordKey('spread:', 'tenant:acme/pay', key)])
+            .then(Number, () => 0); // MOVED: another node owns the slot
+          count += exists;
+        }
+        return count;
+      }),
+    );
+    expect(counts.reduce((sum, count) => sum + count, 0)).toBe(keys.length);
+    expect(counts.every((count) => count > 0)).toBe(true);
+  });
+
+  it('follows a record whose slot moved to another master (MOVED), fencing intact', async () => {
+    const store = redisStore(client, { keyPrefix: 'moved:' });
+    const zombieClaim = await store.claim({ ...request('k-moved'), leaseMs: 200 });
+    const zombie = leaseTokenOf(zombieClaim.record);
+    const key = recordKey('moved:', 'tenant:acme/pay', 'k-moved');
+    const slot = Number(await nodes[0]!.sendCommand(['CLUSTER', 'KEYSLOT', key]));
+    const ids = (await Promise.all(
+      nodes.map((node) => node.sendCommand(['CLUSTER', 'MYID'])),
+    )) as string[];
+    const holds = await Promise.all(
+      nodes.map(async (node) =>
+        Number(await node.sendCommand(['CLUSTER', 'COUNTKEYSINSLOT', String(slot)])),
+      ),
+    );
+    const from = holds.indexOf(1);
+    const to = (from + 1) % nodes.length;
+    expect(from).toBeGreaterThanOrEqual(0);
+    // The resharding steps of the Redis Cluster specification, for one slot.
+    await nodes[to]!.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', ids[from]!]);
+    await nodes[from]!.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', ids[to]!]);
+    await nodes[from]!.sendCommand([
+      'MIGRATE',
+      '127.0.0.1',
+      String(client.masters[to]!.port),
+      '',
+      '0',
+      '10000',
+      'KEYS',
+      key,
+    ]);
+    for (const node of nodes) {
+      await node.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'NODE', ids[to]!]);
+    }
+    expect(Number(await nodes[to]!.sendCommand(['EXISTS', key]))).toBe(1);
+    const movedBefore = await movedAnswers(nodes[from]!);
+
+    // The client still maps the slot to the old node: MOVED sends it to the new one, which
+    // has never run the scripts (NOSCRIPT, then EVAL).
+    let takeover = await store.claim(request('k-moved'));
+    const deadline = Date.now() + 30_000;
+    while (takeover.status !== 'claimed' && Date.now() < deadline) {
+      takeover = await store.claim(request('k-moved'));
+    }
+    expect(takeover).toMatchObject({ status: 'claimed', takeover: true });
+    expect(await movedAnswers(nodes[from]!)).toBeGreaterThan(movedBefore);
+    await expect(
+      store.complete(zombie, { kind: 'success', value: 'zombie' }, 60_000),
+    ).rejects.toThrow(/lease/i);
+    await store.complete(leaseTokenOf(takeover.record), { kind: 'success', value: 'new' }, 60_000);
+    const replay = await store.claim(request('k-moved'));
+    expect(replay.status).toBe('replay');
+    expect(replay.record.outcome).toEqual({ kind: 'success', value: 'new' });
+  });
 });
+
+/** How many MOVED redirections `node` has answered (`INFO errorstats`). */
+async function movedAnswers(node: NodeCommands): Promise<number> {
+  const info = String(await node.sendCommand(['INFO', 'errorstats']));
+  return Number(/errorstat_MOVED:count=(\d+)/.exec(info)?.[1] ?? 0);
+}

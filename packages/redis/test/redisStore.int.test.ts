@@ -3,6 +3,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { redisStore } from '../src/index.js';
 import { type RedisServer, startRedisServer } from '../src/testing/index.js';
+import { redisRisks } from './redisRisks.js';
 
 const connect = (url: string) => createClient({ url }).connect();
 
@@ -23,4 +24,6 @@ describe('redisStore on one redis-server', () => {
   storeContract('redisStore on one node', async (clock) => ({
     store: redisStore(client, { clock, keyPrefix: `contract-${test++}:` }),
   }));
+
+  redisRisks('one node', () => ({ client, nodes: [client] }));
 });
