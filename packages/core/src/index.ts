@@ -1,5 +1,6 @@
 export { answerClaim, type ReplayedOutcome, type UnclaimedClaim } from './answerClaim.js';
 export { type Clock, systemClock, type TimerHandle } from './Clock.js';
+export { type CachedStoreOptions, cachedStore } from './cachedStore.js';
 export { canonicalJson } from './canonicalJson.js';
 export {
   createIdempotency,
