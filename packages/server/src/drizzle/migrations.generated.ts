@@ -75,15 +75,4 @@ export const migrations: readonly BundledMigration[] = [
     hash: 'f4473706f78df88db005bf38a9e5fd6be0303291751d253b6a6cf13fc92e798f',
     statements: [`ALTER TABLE "idem_keys" ALTER COLUMN "outcome" SET DATA TYPE json;`],
   },
-  {
-    tag: '0003_outbox_fillfactor',
-    hash: 'c9558b2afb98a6ceb36b292ba8d46ebdad30b557f8af203b590e86fe3d66ab18',
-    statements: [
-      `-- Room on every page of the outbox, so that a relay's lease (an UPDATE of locked_until and
--- locked_by, columns no index covers) can be a HOT update: a new row version on the same
--- page and no new index entries. Each event is written three times (insert, lease, sent);
--- this makes the lease the cheap one. Existing pages keep their layout until rewritten.
-ALTER TABLE "idem_outbox" SET (fillfactor = 50);`,
-    ],
-  },
 ];

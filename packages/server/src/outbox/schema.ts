@@ -18,9 +18,7 @@ const instant = (name: string) => timestamp(name, { withTimezone: true, precisio
 /**
  * The transactional outbox: one row per event, written by `enqueue` in the business
  * transaction and published by relays. Rows are never deleted before they are sent; a
- * dead-lettered row stays until it is re-driven. Its fillfactor (50, so that a relay's
- * lease is a HOT update) is set by the hand-written migration 0003, which Drizzle's table
- * builder cannot express.
+ * dead-lettered row stays until it is re-driven.
  */
 export const outboxEvents = pgTable(
   'idem_outbox',
