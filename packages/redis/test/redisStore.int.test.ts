@@ -1,3 +1,4 @@
+import { cachedStore } from '@idem/core';
 import { storeContract } from '@idem/core/testing';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe } from 'vitest';
@@ -23,6 +24,13 @@ describe('redisStore on one redis-server', () => {
   let test = 0;
   storeContract('redisStore on one node', async (clock) => ({
     store: redisStore(client, { clock, keyPrefix: `contract-${test++}:` }),
+  }));
+
+  storeContract('cachedStore over redisStore', async (clock) => ({
+    store: cachedStore(redisStore(client, { clock, keyPrefix: `contract-${test++}:` }), {
+      maxEntries: 100,
+      clock,
+    }),
   }));
 
   redisRisks('one node', () => ({ client, nodes: [client] }));
