@@ -4,7 +4,8 @@
  * beforehand (no producer competing): the claim statement, the in-process batch consumer's
  * transaction (inbox rows + `bench_consumed` rows), and the settle statement, per event.
  * `FILL=50` first sets the outbox table's fillfactor (room on each page, so that the
- * claim's UPDATE can be a HOT update that writes no index entries).
+ * claim's UPDATE can be a HOT update that writes no index entries); the line ends with how
+ * many of the outbox's updates were HOT.
  */
 import { createRelay, idempotentConsumer, inProcessPublisher, migrate } from '@idem/server';
 import { drizzle } from 'drizzle-orm/postgres-js';
@@ -64,11 +65,17 @@ runMain(async () => {
       if (round.claimed === 0) break;
     }
     const totalMs = performance.now() - startedAt;
+    // The statistics collector reports with a delay; a snapshot after the run is enough.
+    await client`select pg_stat_force_next_flush()`;
+    const [updates] = await client<{ updates: number; hot: number }[]>`
+      select n_tup_upd::int as updates, n_tup_hot_upd::int as hot
+      from pg_stat_user_tables where relname = 'idem_outbox'`;
     const perEventUs = (ms: number) => ((ms * 1000) / published).toFixed(0);
     console.log(
       `${published} events, batches of ${batchSize}: ${((published / totalMs) * 1000).toFixed(0)} events/s with one relay; ` +
         `per event ${perEventUs(totalMs)} µs = consumer transaction ${perEventUs(consumerMs)} µs + ` +
-        `claim and settle statements ${perEventUs(totalMs - consumerMs)} µs`,
+        `claim and settle statements ${perEventUs(totalMs - consumerMs)} µs; ` +
+        `${updates?.hot ?? 0} of ${updates?.updates ?? 0} outbox updates were HOT`,
     );
     return 0;
   } finally {
