@@ -206,7 +206,7 @@ export async function consumeJetStream<
         : decoded.message.payload;
       return { ...decoded.message, payload, deliveryCount } as DeliveredEvent<TSchemas>;
     } catch (error) {
-      message.term();
+      settle(() => message.term());
       emit({ type: 'rejected', subject: message.subject, deliveryCount, error });
       return undefined;
     }
@@ -234,7 +234,7 @@ export async function consumeJetStream<
       };
       if (result.status !== 'failed') {
         // Only now: the inbox row and the handler's writes are committed.
-        message.ack();
+        settle(() => message.ack());
         emit({ type: result.status, ...base });
         return;
       }
@@ -244,7 +244,7 @@ export async function consumeJetStream<
         maxDelayMs,
         random,
       });
-      message.nak(Math.round(retryInMs));
+      settle(() => message.nak(Math.round(retryInMs)));
       emit({ type: 'failed', ...base, retryInMs, error: result.error });
     });
   }
@@ -266,7 +266,7 @@ export async function consumeJetStream<
     try {
       for await (const message of messages) {
         if (stopping) {
-          message.nak();
+          settle(() => message.nak());
           continue;
         }
         queue.push(message);
@@ -300,7 +300,7 @@ export async function consumeJetStream<
         await handleBatch(batch);
       } catch (error) {
         // Not a handler's failure (those are per message): leave the batch to redelivery.
-        for (const message of batch) message.nak();
+        for (const message of batch) settle(() => message.nak());
         emit({ type: 'error', error });
       }
     }
@@ -309,7 +309,7 @@ export async function consumeJetStream<
   const done = (async () => {
     await Promise.all([puller, ...Array.from({ length: concurrency }, worker)]);
     // Pulled but never started: back to the stream at once rather than after ack_wait.
-    for (const message of queue.splice(0)) message.nak();
+    for (const message of queue.splice(0)) settle(() => message.nak());
   })();
 
   return {
@@ -323,6 +323,18 @@ export async function consumeJetStream<
       await done;
     },
   };
+}
+
+/**
+ * Acks, naks and terms are best effort: on a closed connection they throw, and the message
+ * comes back after `ack_wait` anyway (the inbox catches a copy that was already handled).
+ */
+function settle(reply: () => void): void {
+  try {
+    reply();
+  } catch {
+    // Redelivery covers it.
+  }
 }
 
 function positiveInteger(name: string, value: number): number {
