@@ -6,11 +6,11 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
-import {
-  consumeJetStream,
-  type JetStreamConsumerEvent,
-  type JetStreamConsumption,
-} from '../src/outbox/nats/consumeJetStream.js';
+import type {
+  JetStreamConsumerEvent,
+  JetStreamConsumption,
+} from '../src/outbox/nats/ConsumeJetStreamOptions.js';
+import { consumeJetStream } from '../src/outbox/nats/consumeJetStream.js';
 import { isTransientNatsError } from '../src/outbox/nats/isTransientNatsError.js';
 import {
   type JetStreamPublisher,

@@ -5,10 +5,8 @@ import { connect } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
-import {
-  consumeJetStream,
-  type JetStreamConsumerEvent,
-} from '../src/outbox/nats/consumeJetStream.js';
+import type { JetStreamConsumerEvent } from '../src/outbox/nats/ConsumeJetStreamOptions.js';
+import { consumeJetStream } from '../src/outbox/nats/consumeJetStream.js';
 import { jetStreamPublisher } from '../src/outbox/nats/jetStreamPublisher.js';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';

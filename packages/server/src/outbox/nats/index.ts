@@ -1,12 +1,12 @@
 // `@idem/server/nats`: the NATS JetStream adapter, apart from the main entry so that apps
 // without NATS never load the @nats-io packages.
-export {
-  type ConsumeJetStreamOptions,
-  consumeJetStream,
-  type DeliveredEvent,
-  type JetStreamConsumerEvent,
-  type JetStreamConsumption,
-} from './consumeJetStream.js';
+export type {
+  ConsumeJetStreamOptions,
+  DeliveredEvent,
+  JetStreamConsumerEvent,
+  JetStreamConsumption,
+} from './ConsumeJetStreamOptions.js';
+export { consumeJetStream } from './consumeJetStream.js';
 export { isTransientNatsError } from './isTransientNatsError.js';
 export {
   type JetStreamPublisher,
