@@ -1,0 +1,395 @@
+import {
+  ConfigurationError,
+  canonicalJson,
+  createIdempotency,
+  defaultErrorPolicy,
+  type ErrorDecision,
+  type ErrorPolicyOption,
+  type HandlerContext,
+  IDEMPOTENCY_KEY_HEADER,
+  IDEMPOTENT_REPLAYED_HEADER,
+  type IdempotencyOptions,
+  type IdempotencyStore,
+  InvalidKeyError,
+  isInvalidKeyError,
+  isLeaseLostError,
+  parseKeyHeader,
+  resolveErrorPolicy,
+  sha256Hex,
+  validateKey,
+} from '@idem/core';
+import { drizzleStore } from '../drizzle/drizzleStore.js';
+import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import { storedScope } from '../storedScope.js';
+import { DEFAULT_ERROR_DOCS_URL } from '../trpc/withIdempotencyErrorData.js';
+import {
+  idempotencyErrorResponse,
+  plainProblem,
+  problemOf,
+  problemResponse,
+  storeFailedResponse,
+} from './problemResponse.js';
+import { readBody } from './readBody.js';
+import {
+  DEFAULT_REPLAY_HEADERS,
+  encodeBody,
+  nullBodyStatus,
+  replayedResponse,
+  type StoredResponse,
+  storeResponse,
+} from './storedResponse.js';
+
+/** @default of `maxBodyBytes`: 1 MiB. */
+export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
+
+/** What `key()` gets: the request, and its body as text and, for a JSON body, parsed. */
+export interface HandlerKeyCall {
+  /** The request (its body already read: use `text` and `json`). */
+  request: Request;
+  /** The body decoded as UTF-8. */
+  text: string;
+  /** The parsed body when the request's `Content-Type` is JSON, else `undefined`. */
+  json: unknown;
+}
+
+/** `idempotency` in the handler: core's handler context, or `undefined` when unprotected. */
+export type HandlerIdempotency<TRequired extends boolean> = TRequired extends false
+  ? HandlerContext | undefined
+  : HandlerContext;
+
+export interface IdempotentHandlerOptions<TRequired extends boolean = true>
+  extends Omit<IdempotencyOptions, 'store' | 'errorPolicy'> {
+  /** Where keys live (lease mode): any `IdempotencyStore`. One of `store` and `db` is required. */
+  store?: IdempotencyStore;
+  /** A Drizzle Postgres database; keys go to `idem_keys` through `drizzleStore(db)`. */
+  db?: PgDatabaseLike;
+  /**
+   * Names the principal (tenant, user, API client, webhook sender) the request acts for.
+   * The method and route are added, so a key is stored under (principal, method, route),
+   * and one caller's key never replays another's response.
+   */
+  scope: (request: Request) => string | Promise<string>;
+  /**
+   * The route the key belongs to, in the scope and the fingerprint: a fixed name
+   * (`'/api/orders'`) when the path carries ids that should not split keys, or a function.
+   * @default the request URL's pathname
+   */
+  route?: string | ((request: Request) => string);
+  /**
+   * Derives the key on the server (a webhook's event id, an intent id in the body); when it
+   * returns a key, a key sent in `Idempotency-Key` is ignored, and when it returns
+   * `undefined`, the header's key is used. Validated like a header key.
+   * @default undefined (the key comes from the Idempotency-Key header)
+   */
+  key?: (call: HandlerKeyCall) => string | undefined | Promise<string | undefined>;
+  /**
+   * A request without a key: `true` answers 400 (`INVALID_KEY`, reason `missing`); `false`
+   * runs the handler unprotected, with `idempotency` undefined.
+   * @default true
+   */
+  required?: TRequired;
+  /**
+   * The largest request body read, in bytes. A larger one (declared or streamed) is
+   * answered 413 (`INPUT_TOO_LARGE`) as soon as it passes the limit; nothing is stored.
+   * @default 1_048_576 (1 MiB)
+   */
+  maxBodyBytes?: number;
+  /**
+   * The response headers a replay carries (case-insensitive); the first answer carries all
+   * of the handler's. `[...DEFAULT_REPLAY_HEADERS, 'x-order-id']` adds one.
+   * @default DEFAULT_REPLAY_HEADERS
+   */
+  replayHeaders?: readonly string[];
+  /**
+   * Which responses the handler returns are stored (replayed to every retry) and which
+   * release the key (a retry runs the handler again).
+   * @default storeResponseByStatus (2xx, 3xx and 4xx stored, except 401, 408, 425, 429 and 499; 5xx released)
+   */
+  responsePolicy?: (response: Response) => ErrorDecision;
+  /**
+   * Which exceptions the handler throws are stored, as a problem+json answer with the
+   * error's `status` and message, and which release the key and are thrown on.
+   * @default defaultErrorPolicy of @idem/core (`retryable: false` or a 4xx `status` stored, except 401, 408, 425, 429, 499; anything else released)
+   */
+  errorPolicy?: ErrorPolicyOption;
+  /**
+   * The page documenting idem's error codes: each problem's `type` is this URL with
+   * `#<code in lower case>` appended.
+   * @default DEFAULT_ERROR_DOCS_URL
+   */
+  docsUrl?: string;
+}
+
+/**
+ * The default `responsePolicy`: a response below 400 is stored; from 400 on, the status
+ * decides as it does for a thrown error in `@idem/core`'s `defaultErrorPolicy` (one rule).
+ */
+export function storeResponseByStatus(response: Response): ErrorDecision {
+  return response.status < 400 ? 'store' : defaultErrorPolicy.classify({ status: response.status });
+}
+
+/** Carries a response the policy released out of the engine, which then frees the key. */
+class ReleasedResponse extends Error {
+  constructor(readonly response: Response) {
+    super(`released a ${response.status} response`);
+  }
+}
+
+/** Every error that reaches the engine was already judged: it releases the key. */
+const RELEASE = { ...defaultErrorPolicy, classify: (): ErrorDecision => 'release' };
+
+const MISSING_KEY =
+  `This request requires an idempotency key: send it in the ${IDEMPOTENCY_KEY_HEADER} header, ` +
+  '1–255 printable ASCII characters (0x20–0x7E), e.g. crypto.randomUUID(), the same on every ' +
+  'retry of the request.';
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+const decoder = new TextDecoder();
+
+/**
+ * Makes a Fetch API handler safe to retry (Next.js route handlers, Hono, Bun, Deno, or
+ * Node through an adapter): the first request with an `Idempotency-Key` runs the handler,
+ * and every later one with that key (same principal, method and route) gets the first
+ * response (status, allow-listed headers, body byte for byte) with `Idempotent-Replayed:
+ * true`, without running it again. idem's own refusals are `application/problem+json`.
+ *
+ * ```ts
+ * export const POST = idempotentHandler(
+ *   { db, scope: (request) => `user:${userOf(request)}` },
+ *   async (request, idempotency) => Response.json(await placeOrder(await request.json())),
+ * );
+ * ```
+ *
+ * The engine is `@idem/core`'s lease mode: the claim commits first, the handler runs under
+ * a heartbeat-renewed lease (`idempotency.step`, `deriveKey`, `signal` as in the tRPC
+ * middleware), and the stored response is written fenced by the claim's version.
+ * Options that cannot work together throw `ConfigurationError` here, at start-up.
+ */
+export function idempotentHandler<TRequired extends boolean = true>(
+  options: IdempotentHandlerOptions<TRequired>,
+  handler: (
+    request: Request,
+    idempotency: HandlerIdempotency<TRequired>,
+  ) => Response | Promise<Response>,
+): (request: Request) => Promise<Response> {
+  const {
+    store,
+    db,
+    scope,
+    route,
+    key: derive,
+    required = true,
+    maxBodyBytes = DEFAULT_MAX_BODY_BYTES,
+    replayHeaders = DEFAULT_REPLAY_HEADERS,
+    responsePolicy = storeResponseByStatus,
+    errorPolicy,
+    docsUrl = DEFAULT_ERROR_DOCS_URL,
+    ...engineOptions
+  } = options;
+  if (typeof scope !== 'function') {
+    throw new ConfigurationError(
+      'idempotentHandler() needs `scope: (request) => string` naming who is calling (tenant/user): ' +
+        "without it one caller's key could replay another caller's response.",
+    );
+  }
+  if (store && db)
+    throw new ConfigurationError('idempotentHandler() takes `store` or `db`, not both.');
+  if (!store && !db) {
+    throw new ConfigurationError(
+      'idempotentHandler() needs `db` (a Drizzle Postgres database) or `store`.',
+    );
+  }
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0) {
+    throw new ConfigurationError(
+      `maxBodyBytes must be a positive whole number of bytes; got ${maxBodyBytes}.`,
+    );
+  }
+  const engine = createIdempotency({
+    ...engineOptions,
+    store: store ?? drizzleStore(db!),
+    errorPolicy: RELEASE,
+  });
+  const classifyThrown = resolveErrorPolicy(errorPolicy).classify;
+  const replaySet = new Set(replayHeaders.map((name) => name.toLowerCase()));
+  const routeOf =
+    typeof route === 'function'
+      ? route
+      : (request: Request) => route ?? new URL(request.url).pathname;
+  const problem = (...args: Parameters<typeof problemOf>) =>
+    problemResponse(problemOf(args[0], args[1], args[2], docsUrl));
+  const run = handler as (
+    request: Request,
+    idempotency: HandlerContext | undefined,
+  ) => Response | Promise<Response>;
+
+  const headerKey = (request: Request): string | undefined => {
+    const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
+    return header === null ? undefined : validateKey(parseKeyHeader(header));
+  };
+
+  return async (request) => {
+    const method = request.method.toUpperCase();
+    let key: string | undefined;
+    try {
+      // Without key(), a request without a valid key is answered before its body is read.
+      if (!derive) key = headerKey(request);
+    } catch (error) {
+      return idempotencyErrorResponse(error, docsUrl)!;
+    }
+    if (!derive && key === undefined && required) {
+      return problemResponse({
+        ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl),
+        reason: 'missing',
+      });
+    }
+
+    const read = await readBody(request, maxBodyBytes);
+    if (!read.ok) {
+      return read.problem.kind === 'too_large'
+        ? problemResponse({
+            ...problemOf(
+              'INPUT_TOO_LARGE',
+              413,
+              `The request body is larger than ${maxBodyBytes} bytes, the most this endpoint ` +
+                'accepts (maxBodyBytes); it was not run or stored.',
+              docsUrl,
+            ),
+            maxBodyBytes,
+          })
+        : problem(
+            'INVALID_BODY',
+            400,
+            'The request body could not be read (the upload broke off); it was not run or stored.',
+          );
+    }
+    const { bytes } = read;
+    const isJson = JSON_TYPE.test(request.headers.get('content-type') ?? '');
+    const text = decoder.decode(bytes);
+    let json: unknown;
+    if (isJson) {
+      try {
+        json = JSON.parse(text);
+      } catch {
+        return problem(
+          'INVALID_BODY',
+          400,
+          `The request says its body is JSON (Content-Type), but it is ${bytes.length === 0 ? 'empty' : 'not valid JSON'}; ` +
+            'it was not run or stored.',
+        );
+      }
+    }
+    const body = new Request(request.url, {
+      method: request.method,
+      headers: request.headers,
+      signal: request.signal,
+      ...(method !== 'GET' && method !== 'HEAD' && { body: bytes as BodyInit }),
+    });
+
+    try {
+      if (derive) {
+        const derived = await derive({ request: body, text, json });
+        key = derived === undefined ? headerKey(request) : derivedKey(derived);
+      }
+      if (key === undefined) {
+        if (!required) return await run(body, undefined);
+        return problemResponse({
+          ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl),
+          reason: 'missing',
+        });
+      }
+      const path = `${method} ${routeOf(request)}`;
+      const storedUnder = storedScope(await scope(request), path, 'idempotentHandler()');
+      // Key order in a JSON body does not matter; any other body counts byte for byte.
+      const fingerprint = await sha256Hex(
+        canonicalJson({
+          method,
+          route: routeOf(request),
+          body: json !== undefined ? { json } : encodeBody(bytes),
+        }),
+      );
+      return await respond(storedUnder, key, fingerprint, body);
+    } catch (error) {
+      const answer = idempotencyErrorResponse(error, docsUrl);
+      if (answer) return answer;
+      throw error;
+    }
+  };
+
+  /** Runs the handler under the key, or replays the key's stored response. */
+  async function respond(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    request: Request,
+  ): Promise<Response> {
+    let answer: Response | undefined;
+    let thrown: { error: unknown } | undefined;
+    try {
+      const outcome = await engine.execute({ scope, key, fingerprint }, async (context) => {
+        let response: Response;
+        try {
+          response = await run(request, context);
+        } catch (error) {
+          // A handler that lost its lease fails with whatever its code made of the aborted
+          // signal (an AbortError from fetch or a timer): the engine must see the
+          // LeaseLostError, so that it writes nothing and the answer is 409 LEASE_LOST.
+          const reason: unknown = context.signal.aborted ? context.signal.reason : undefined;
+          if (isLeaseLostError(reason)) throw reason;
+          if (isLeaseLostError(error) || classifyThrown(error) === 'release') {
+            thrown = { error };
+            throw error;
+          }
+          response = thrownErrorResponse(error);
+        }
+        const { bytes, stored } = await storeResponse(response, replaySet);
+        answer = new Response(nullBodyStatus(response.status) ? null : (bytes as BodyInit), {
+          status: response.status,
+          statusText: response.statusText,
+          headers: response.headers,
+        });
+        if (responsePolicy(answer) === 'release') throw new ReleasedResponse(answer);
+        return stored;
+      });
+      if (!outcome.replayed) return answer!;
+      return replayedResponse(outcome.value as StoredResponse, {
+        [IDEMPOTENT_REPLAYED_HEADER]: 'true',
+      });
+    } catch (error) {
+      if (error instanceof ReleasedResponse) return error.response;
+      if (thrown && error === thrown.error) throw error;
+      const known = idempotencyErrorResponse(error, docsUrl);
+      if (known) return known;
+      return storeFailedResponse();
+    }
+  }
+}
+
+/** A key that `key()` derived, validated with a message that says where it came from. */
+function derivedKey(derived: string): string {
+  try {
+    return validateKey(derived);
+  } catch (error) {
+    if (!isInvalidKeyError(error)) throw error;
+    throw new InvalidKeyError(
+      error.reason,
+      `The key that key() derived from the request is not valid: ${error.message}`,
+      { cause: error },
+    );
+  }
+}
+
+/** A thrown error the policy stores, answered (and replayed) as a problem with its status. */
+function thrownErrorResponse(error: unknown): Response {
+  const fields = (typeof error === 'object' && error !== null ? error : {}) as Record<
+    string,
+    unknown
+  >;
+  const status = ['status', 'statusCode', 'httpStatus']
+    .map((name) => fields[name])
+    .find((value) => typeof value === 'number' && value >= 400 && value <= 599) as
+    | number
+    | undefined;
+  const name = typeof fields.name === 'string' ? fields.name : 'Error';
+  const message = typeof fields.message === 'string' ? fields.message : String(error);
+  return problemResponse(plainProblem(status ?? 500, name, message));
+}

@@ -1,0 +1,16 @@
+export { DEFAULT_ERROR_DOCS_URL } from '../trpc/withIdempotencyErrorData.js';
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  type HandlerIdempotency,
+  type HandlerKeyCall,
+  type IdempotentHandlerOptions,
+  idempotentHandler,
+  storeResponseByStatus,
+} from './idempotentHandler.js';
+export {
+  type IdempotencyProblem,
+  PROBLEM_CONTENT_TYPE,
+  type ProblemCode,
+  type ProblemDocument,
+} from './problemResponse.js';
+export { DEFAULT_REPLAY_HEADERS } from './storedResponse.js';

@@ -1,0 +1,19 @@
+import { describe } from 'vitest';
+import { backends } from '../harness.js';
+import { useFetchTarget } from './fetchTarget.js';
+import { httpContract } from './httpContract.js';
+import { useTrpcTarget } from './trpcTarget.js';
+
+/** One contract, every endpoint style, every backend. */
+const targets = [
+  { name: 'the tRPC middleware', use: useTrpcTarget },
+  { name: 'idempotentHandler (Fetch API)', use: useFetchTarget },
+];
+
+for (const backend of backends) {
+  for (const { name, use } of targets) {
+    describe(`HTTP contract: ${name} on ${backend}`, () => {
+      httpContract(use(backend));
+    });
+  }
+}

@@ -1,0 +1,46 @@
+import { sql } from 'drizzle-orm';
+import superjson from 'superjson';
+import { useTestApp } from '../fixtures/testApp.js';
+import { type BackendName, rows } from '../harness.js';
+import type { ContractTarget, HttpAnswer, IdempotencyAnswer } from './ContractTarget.js';
+
+/** Counts `idem_keys` rows holding `key`, in any scope. */
+export const countKeys = async (db: Parameters<typeof rows>[0], key: string) =>
+  (
+    await rows<{ n: number }>(db, sql`select count(*)::int as n from idem_keys where key = ${key}`)
+  )[0]!.n;
+
+const bodyOf = (answer: HttpAnswer) =>
+  JSON.parse(answer.text) as {
+    result?: { data: Parameters<typeof superjson.deserialize>[0] };
+    error?: Parameters<typeof superjson.deserialize>[0];
+  };
+
+/** The tRPC middleware behind tRPC's fetch adapter (the test app, superjson on the wire). */
+export function useTrpcTarget(backend: BackendName): () => ContractTarget {
+  const app = useTestApp(backend);
+  return () => {
+    const current = app();
+    return {
+      url: current.url,
+      pathOf: (route) => `/trpc/${route}`,
+      // What httpLink sends with superjson for a plain JSON input.
+      bodyOf: (json) => `{"json":${json}}`,
+      idempotencyOf(answer) {
+        const { error } = bodyOf(answer);
+        if (!error) return undefined;
+        const shape = superjson.deserialize(error) as {
+          data: { idempotency?: IdempotencyAnswer };
+        };
+        return shape.data.idempotency;
+      },
+      resultOf(answer) {
+        const { result } = bodyOf(answer);
+        return result && superjson.deserialize(result.data);
+      },
+      executionsOf: current.executionsOf,
+      gates: current.gates,
+      storedKeys: (key) => countKeys(current.db, key),
+    };
+  };
+}
