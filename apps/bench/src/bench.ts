@@ -21,6 +21,7 @@ import { httpOverhead } from './scenarios/httpOverhead.js';
 import { memory } from './scenarios/memory.js';
 import { outbox } from './scenarios/outbox.js';
 import type { RunContext } from './scenarios/RunContext.js';
+import { redisStore } from './scenarios/redisStore.js';
 import { roundTrips } from './scenarios/roundTrips.js';
 import { serverCpu } from './scenarios/serverCpu.js';
 import { storeVsFloor } from './scenarios/storeVsFloor.js';
@@ -31,6 +32,7 @@ const SCENARIOS = [
   'http',
   'storm',
   'store',
+  'redis',
   'engine',
   'cpu',
   'outbox',
@@ -117,6 +119,7 @@ runMain(async () => {
     await server.stop();
   }
   await run('store', () => storeVsFloor(context));
+  await run('redis', () => redisStore(context));
   await run('engine', () => engineVsFloor(context));
   await run('cpu', () => serverCpu(context));
   await run('outbox', () => outbox(context));
