@@ -103,8 +103,11 @@ export interface IdempotencyOptions {
    */
   errorPolicy?: ErrorPolicyOption;
   /**
-   * How outcomes and step results become JSON for the store and come back.
-   * @default taggedJsonSerializer (Date, BigInt, Map, Set, undefined survive)
+   * How outcomes and step results become JSON for the store and come back. The default
+   * keeps every type superjson sends for a typical app (Date, BigInt, Map, Set, undefined,
+   * NaN, ±Infinity, -0); for others (RegExp, URL, custom classes), wrap superjson itself:
+   * `{ serialize: (v) => superjson.serialize(v) as JsonValue, deserialize: (j) => superjson.deserialize(j as never) }`.
+   * @default taggedJsonSerializer
    */
   serializer?: Serializer;
   /**

@@ -23,9 +23,10 @@ export {
   type ErrorPolicyOption,
   ReplayedError,
   resolveErrorPolicy,
+  storedErrorOf,
 } from './errorPolicy.js';
 export * from './errors/index.js';
-export { fingerprint, sha256Hex } from './fingerprint.js';
+export { fingerprint, fingerprintNow, sha256Hex, sha256HexNow } from './fingerprint.js';
 export type {
   ClaimRequest,
   ClaimResult,

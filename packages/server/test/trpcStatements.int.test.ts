@@ -85,26 +85,21 @@ for (const backend of backends) {
     it('transaction mode: claim and completion inside the transaction, pipelined with their neighbours', async () => {
       const key = randomUUID();
       const input = { tag: randomUUID(), sku: 'book' };
+      // Before the transaction, one read: a completed key is answered from it.
       expect(await call((caller) => caller.txOrder(input), key)).toEqual([
-        'bound lock wait', // ‖ claim: sent together
-        'claim',
-        'restore lock_timeout', // ‖ savepoint
-        'savepoint',
+        'read record',
+        'claim', // bounds its own lock wait and puts lock_timeout back
+        'savepoint', // ‖ the procedure's first statement
         'procedure: insert order',
         'procedure: read lock_timeout',
-        'release savepoint', // ‖ complete
         'complete',
       ]);
-      // A replay never runs the procedure.
-      expect(await call((caller) => caller.txOrder(input), key)).toEqual([
-        'bound lock wait',
-        'claim',
-      ]);
+      // A replay is one read and never runs the procedure.
+      expect(await call((caller) => caller.txOrder(input), key)).toEqual(['read record']);
       const declined = { tag: randomUUID(), sku: 'book', outcome: 'declined' as const };
       expect(await call((caller) => caller.txOrder(declined), randomUUID())).toEqual([
-        'bound lock wait',
+        'read record',
         'claim',
-        'restore lock_timeout',
         'savepoint',
         'procedure: insert order',
         'procedure: read lock_timeout',

@@ -28,6 +28,16 @@ export interface DrizzleStoreOptions {
    * @default the database clock
    */
   clock?: Clock;
+  /**
+   * The longest a claim waits for another transaction that holds the key's row (transaction
+   * mode: a duplicate waits for the first call to commit), in milliseconds; past it the
+   * claim fails with Postgres' `lock_not_available` (55P03). Set inside the claim statement
+   * itself (`lock_timeout`, transaction-local) and put back to the caller's value by the same
+   * statement, so it costs no statement of its own and later statements keep the app's
+   * setting.
+   * @default undefined (Postgres' `lock_timeout`, unchanged)
+   */
+  lockWaitMs?: number;
 }
 
 /**
@@ -50,7 +60,20 @@ const param = {
   stepValue: sql.placeholder('stepValue'),
   now: sql.placeholder('now'),
   limit: sql.placeholder('limit'),
+  lockWait: sql.placeholder('lockWait'),
 };
+
+/**
+ * Bounds this transaction's `lock_timeout` for the claim, and evaluates to 1 (the
+ * `attempts` of a new row). It sits in the inserted row's values because those are computed
+ * before the insert looks for a conflicting row and waits for it. The caller's value is
+ * kept in `idem.lock_timeout` first (the inner select runs first), once per transaction, so
+ * a claim that has to run twice still restores the caller's value.
+ */
+const BOUND_LOCK_WAIT = sql`select 1 from (select set_config('lock_timeout', ${param.lockWait}::text, true) from (select set_config('idem.lock_timeout', coalesce(nullif(current_setting('idem.lock_timeout', true), ''), current_setting('lock_timeout')), true)) as saved) as bounded`;
+
+/** Puts back the `lock_timeout` that {@link BOUND_LOCK_WAIT} replaced. */
+const RESTORE_LOCK_WAIT = sql<string>`set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`;
 
 /**
  * An `IdempotencyStore` on the `idem_keys` table, for any Drizzle Postgres database or
@@ -87,9 +110,13 @@ export function drizzleStore(
   db: PgDatabaseLike,
   options: DrizzleStoreOptions = {},
 ): IdempotencyStore {
-  const statements = prepareStatements(db, options.clock);
+  const statements = prepareStatements(db, options.clock, options.lockWaitMs !== undefined);
   const { clock } = options;
   /** The values every statement binds: the injected clock's "now", when there is one. */
+  const lockWait =
+    options.lockWaitMs === undefined
+      ? undefined
+      : `${Math.max(1, Math.ceil(options.lockWaitMs))}ms`;
   const bind = <T extends object>(values: T): T & { now?: string } =>
     clock ? { ...values, now: new Date(clock.now()).toISOString() } : values;
 
@@ -105,10 +132,11 @@ export function drizzleStore(
         fingerprint: request.fingerprint,
         leaseMs: request.leaseMs,
         ttlMs: request.ttlMs,
+        ...(lockWait && { lockWait }),
       }),
     );
     if (!row) return undefined;
-    const { inserted, nowMs, ...columns } = row;
+    const { inserted, nowMs, restored: _, ...columns } = row;
     return { inserted: inserted === true, record: toRecord(columns), nowMs: Number(nowMs) };
   };
 
@@ -204,9 +232,9 @@ export function drizzleStore(
  * builds only what it runs), with placeholders, and prepared on `db`. Their names tell apart the two shapes of "now" (the database's, or a bound clock value), so a driver
  * that names server-side statements (node-postgres) never sees one name with two texts.
  */
-function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined) {
+function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLockWait: boolean) {
   const now = sqlNow(clock, param.now);
-  const suffix = clock ? '_at' : '';
+  const suffix = `${clock ? '_at' : ''}${boundLockWait ? '_bounded' : ''}`;
   const name = (statement: string) => `idem_${statement}${suffix}`;
   const byId = and(eq(keys.scope, param.scope), eq(keys.key, param.key));
   const nowMs = sqlEpochMs(now);
@@ -228,7 +256,7 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined) {
           status: 'in_progress',
           version: 1,
           lockedUntil: sqlLater(now, param.leaseMs),
-          attempts: 1,
+          attempts: boundLockWait ? sql`(${BOUND_LOCK_WAIT})` : 1,
           outcome: null,
           steps: sql`'{}'::jsonb`,
           createdAt: now,
@@ -269,7 +297,16 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined) {
           .where(and(byId, notExists(db.select({ one: sql`1` }).from(inserted)))),
       )
       .as('found');
-    return db.with(inserted).select().from(found).prepare(name('claim'));
+    // With a bound, `lock_timeout` goes back to the caller's value once the row is decided:
+    // evaluated per row of `found`, so after the insert (and its wait) ran.
+    return db
+      .with(inserted)
+      .select({
+        ...found._.selectedFields,
+        restored: boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`,
+      })
+      .from(found)
+      .prepare(name('claim'));
   });
 
   // Reset an expired row, or take over its lapsed lease, if it is still the row that was

@@ -1,11 +1,9 @@
 import type {
-  Clock,
   ErrorPolicyOption,
   HandlerContext,
-  IdempotencyEvent,
+  IdempotencyOptions,
   IdempotencyStore,
   InProgressWait,
-  Serializer,
 } from '@idem/core';
 import type { TRPCMiddlewareFunction, TRPCUnsetMarker } from '@trpc/server';
 import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
@@ -73,7 +71,15 @@ export interface KeyCall<TContext, TInput> {
   path: string;
 }
 
-export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInput = unknown> {
+/**
+ * The middleware's options: core's engine options (`leaseMs`, `heartbeatMs`, `ttlMs`,
+ * `retryWindowMs`, `serializer`, `inProgressRetryAfterMs`, `clock`, `onEvent`, documented
+ * in `@idem/core`), which it hands to the engine as they are, plus what a tRPC procedure
+ * needs: who is calling (`scope`), where the key comes from, and how big an input may be.
+ * The store comes from `db` or `store` (see the modes below).
+ */
+export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInput = unknown>
+  extends Omit<IdempotencyOptions, 'store' | 'errorPolicy' | 'inProgress'> {
   /**
    * Names the principal (tenant, user, API client) the call acts for, e.g.
    * `({ ctx }) => \`tenant:${ctx.tenantId}/user:${ctx.user.id}\``. The middleware adds the
@@ -109,29 +115,6 @@ export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInp
    */
   required?: TRequired;
   /**
-   * How long a claim holds the key before another attempt may take it over; the
-   * heartbeat renews it while the procedure runs (lease mode).
-   * @default 30_000
-   */
-  leaseMs?: number;
-  /**
-   * How often a running lease-mode procedure renews its lease.
-   * @default leaseMs / 3
-   */
-  heartbeatMs?: number;
-  /**
-   * How long a completed key is kept and replayed. Must outlast the longest time over
-   * which clients retry one call.
-   * @default 86_400_000 (24 h)
-   */
-  ttlMs?: number;
-  /**
-   * The longest time over which your clients retry one call; start-up refuses a `ttlMs`
-   * shorter than it.
-   * @default undefined (only ttlMs > leaseMs is checked)
-   */
-  retryWindowMs?: number;
-  /**
    * What a duplicate does while the first call with its key still runs.
    *
    * Lease mode: `'reject'` answers at once with `CONFLICT` (409), `Retry-After` and
@@ -145,37 +128,18 @@ export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInp
    */
   inProgress?: 'reject' | InProgressWait;
   /**
-   * Which failures are stored and replayed, and which release the key.
+   * Which failures are stored and replayed, and which release the key; the parts you
+   * leave out come from `trpcErrorPolicy` (not core's default).
    * `(error) => 'store' | 'release'` replaces only the decision.
    * @default trpcErrorPolicy (see its table: business 4xx stored, 401/408/428/429/499, 5xx and non-tRPC exceptions released)
    */
   errorPolicy?: ErrorPolicyOption;
-  /**
-   * How outcomes become JSON in the store and come back on replay. The default keeps every
-   * type superjson sends for a typical app (Date, BigInt, Map, Set, undefined, NaN, ±Infinity,
-   * -0); for others (RegExp, URL, custom classes), wrap superjson itself:
-   * `{ serialize: (v) => superjson.serialize(v) as JsonValue, deserialize: (j) => superjson.deserialize(j as never) }`.
-   * @default taggedJsonSerializer
-   */
-  serializer?: Serializer;
   /**
    * The largest input accepted, in UTF-8 bytes of its canonical JSON. A larger input is
    * refused with `PAYLOAD_TOO_LARGE` (413) before anything is stored.
    * @default 1_048_576 (1 MiB)
    */
   maxInputBytes?: number;
-  /**
-   * Called for every event (claimed, takeover, replayed, in_progress, mismatch,
-   * completed, released, lease_lost); an exception thrown here is swallowed.
-   * @default undefined
-   */
-  onEvent?: (event: IdempotencyEvent) => void;
-  /**
-   * The clock for heartbeats, in-progress polling and event durations (leases themselves
-   * are judged by the database's clock). For tests.
-   * @default systemClock
-   */
-  clock?: Clock;
 }
 
 /** Lease mode with your own store (`memoryStore()` in tests, or any `IdempotencyStore`). */

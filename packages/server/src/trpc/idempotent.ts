@@ -2,15 +2,15 @@ import {
   ConfigurationError,
   canonicalJson,
   createIdempotency,
-  type ErrorPolicy,
-  type ErrorPolicyOption,
   IDEMPOTENCY_KEY_BATCH_HEADER,
   IDEMPOTENCY_KEY_HEADER,
-  type IdempotencyEvent,
   InvalidKeyError,
   isInvalidKeyError,
   isUnserializableValueError,
-  sha256Hex,
+  notifyObserver,
+  requirePositive,
+  resolveErrorPolicy,
+  sha256HexNow,
   validateKey,
 } from '@idem/core';
 import {
@@ -130,36 +130,20 @@ export function idempotent(
     | TransactionModeOptions<IdempotencyRequestContext, PgDatabaseLike, boolean>,
 ): AnyTRPCMiddlewareFunction {
   const mode = checkMode(options);
-  const maxInputBytes = options.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES;
-  if (!Number.isSafeInteger(maxInputBytes) || maxInputBytes <= 0) {
-    throw new ConfigurationError(
-      `maxInputBytes must be a positive whole number of bytes; got ${maxInputBytes}.`,
-    );
-  }
+  const maxInputBytes = requirePositive(
+    'maxInputBytes',
+    options.maxInputBytes ?? DEFAULT_MAX_INPUT_BYTES,
+    { integer: true, unit: 'bytes' },
+  );
   const required = options.required ?? true;
-  const onEvent = options.onEvent;
-  const emit = (event: IdempotencyEvent) => {
-    try {
-      onEvent?.(event);
-    } catch {
-      // Observability must never change the outcome of a write.
-    }
-  };
-  const store = options.store ?? drizzleStore(options.db!);
-  // The engine also validates the options (lease vs TTL, heartbeat, waits).
+  const { onEvent } = options;
+  // The engine takes the options as they are (they extend its own) and validates them
+  // (lease vs TTL, heartbeat, waits); only the store and the error table are the
+  // middleware's.
   const engine = createIdempotency({
-    store,
-    errorPolicy: policyOver(trpcErrorPolicy, options.errorPolicy),
-    ...definedOnly({
-      leaseMs: options.leaseMs,
-      heartbeatMs: options.heartbeatMs,
-      ttlMs: options.ttlMs,
-      retryWindowMs: options.retryWindowMs,
-      serializer: options.serializer,
-      inProgress: options.inProgress,
-      clock: options.clock,
-      onEvent,
-    }),
+    ...options,
+    store: options.store ?? drizzleStore(options.db!),
+    errorPolicy: resolveErrorPolicy(options.errorPolicy, trpcErrorPolicy),
   });
   const inTransaction =
     mode === 'transaction'
@@ -170,7 +154,7 @@ export function idempotent(
             engine.settings.inProgress === 'reject'
               ? DEFAULT_LOCK_WAIT_MS
               : engine.settings.inProgress.waitMs,
-          emit: (event) => emit({ ...event, mode: 'transaction' }),
+          emit: (event) => notifyObserver(onEvent, { ...event, mode: 'transaction' }),
         })
       : undefined;
 
@@ -249,7 +233,8 @@ export function idempotent(
     }
     if (key === undefined) return unkeyed();
     const scope = scopeOf(await options.scope({ ctx, path }), path);
-    const fingerprint = await fingerprintWithin({ path, input: rawInput }, maxInputBytes);
+    let fingerprint = fingerprintWithin({ path, input: rawInput }, maxInputBytes);
+    if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
 
     let answer: Answer<ResultLike>;
     try {
@@ -346,7 +331,14 @@ function scopeOf(principal: unknown, path: string): string {
 const MAX_SCOPE_BYTES = 2_048;
 const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-async function fingerprintWithin(request: { path: string; input: unknown }, maxBytes: number) {
+/**
+ * Core's fingerprint of `{ path, input }` (a string at once where node:crypto exists), from
+ * the canonical JSON written once, after its size is checked.
+ */
+function fingerprintWithin(
+  request: { path: string; input: unknown },
+  maxBytes: number,
+): string | Promise<string> {
   let text: string;
   try {
     text = canonicalJson(request);
@@ -374,21 +366,7 @@ async function fingerprintWithin(request: { path: string; input: unknown }, maxB
       cause: new InputTooLargeError(message, maxBytes),
     });
   }
-  // Same as core's fingerprint({ path, input }), without writing the canonical JSON twice.
-  return sha256Hex(text);
-}
-
-/** Completes a partial policy with the tRPC table instead of core's generic default. */
-function policyOver(base: ErrorPolicy, option: ErrorPolicyOption | undefined): ErrorPolicy {
-  if (option === undefined) return base;
-  if (typeof option === 'function') return { ...base, classify: option };
-  return { ...base, ...definedOnly(option) };
-}
-
-function definedOnly<T extends object>(object: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
-  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as {
-    [K in keyof T]?: Exclude<T[K], undefined>;
-  };
+  return sha256HexNow(text);
 }
 
 /**

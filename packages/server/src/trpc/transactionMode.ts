@@ -1,13 +1,15 @@
 import {
+  answerClaim,
   type ClaimResult,
   deriveKey,
   type IdempotencyEvent,
+  type IdempotencyEventType,
   type IdempotencySettings,
   isRequestInProgressError,
-  KeyMismatchError,
-  leaseTokenOf,
   RequestInProgressError,
+  storedErrorOf,
   type TimerHandle,
+  type UnclaimedClaim,
 } from '@idem/core';
 import { getTRPCErrorFromUnknown, type TRPCError } from '@trpc/server';
 import { type SQL, sql } from 'drizzle-orm';
@@ -60,32 +62,54 @@ class Abandoned {}
  *
  * Statements, in order (`‖`: sent together, so postgres-js pipelines them on the
  * transaction's connection and the group costs the round trips of its slowest member):
- * 1. `BEGIN`
- * 2. bound `lock_timeout` ‖ the claim (one statement: insert the key, or read the existing
- *    record without locking it; a takeover adds a fenced UPDATE)
- * 3. restore `lock_timeout` ‖ `SAVEPOINT` (only when claimed)
- * 4. the procedure's own statements
- * 5. `RELEASE SAVEPOINT` ‖ the fenced completion `UPDATE`; after a deterministic error,
- *    `ROLLBACK TO SAVEPOINT` and then the completion that stores the error
+ * 1. the key's record, read outside any transaction: a completed key (a replay or a
+ *    mismatch) is answered from this one read, and nothing else runs
+ * 2. `BEGIN`
+ * 3. the claim (one statement: insert the key, or read the existing record without locking
+ *    it; a takeover adds a fenced UPDATE). It bounds its own wait for a concurrent holder's
+ *    row (`lock_timeout`, set and put back within the statement)
+ * 4. `SAVEPOINT` ‖ the procedure's own statements (only when claimed)
+ * 5. the fenced completion `UPDATE`; after a deterministic error, `ROLLBACK TO SAVEPOINT`
+ *    and then the completion that stores the error
  * 6. `COMMIT`; after a transient error `ROLLBACK` instead, and the key is free again
  *
- * The key costs the two statements DESIGN.md budgets (claim, completion); the lock bound
- * rides in the claim's round trip and the savepoint adds one. A replay runs 1, 2 and 6,
- * never the procedure.
+ * Inside the transaction the key costs the claim and the completion, plus the savepoint
+ * that lets a deterministic error be stored with the procedure's writes rolled back while
+ * the key stays held: without it a rollback would free the key to a waiting duplicate
+ * before the error is stored, and the procedure would run twice. The savepoint rides in
+ * the procedure's first round trip. A replay is the read alone, never the procedure.
  */
 export function transactionMode(config: TransactionModeConfig) {
   const { db, settings, lockWaitMs, emit } = config;
   const { serializer, errorPolicy, leaseMs, ttlMs, clock } = settings;
+  // Autocommit reads, prepared once on `db`.
+  const reader = drizzleStore(db);
 
   return async function runInTransaction<TResult extends ResultLike>(
     call: TransactionCall<TResult>,
   ): Promise<Answer<TResult>> {
     const { scope, key, fingerprint } = call;
-    const startedAt = clock.now();
-    const base = { scope, key };
-    const durationMs = () => clock.now() - startedAt;
+    const startedAt = clock.monotonicNow();
+    const report = (type: IdempotencyEventType, version?: number, error?: unknown) => {
+      const event: IdempotencyEvent = {
+        type,
+        scope,
+        key,
+        durationMs: clock.monotonicNow() - startedAt,
+      };
+      if (version !== undefined) event.version = version;
+      if (error !== undefined) event.error = error;
+      emit(event);
+    };
+    /** A replay, mismatch or in-progress answer: core's one claim-answer table. */
+    const answered = (claim: UnclaimedClaim): Answer<TResult> => {
+      const replayed = answerClaim(claim, settings, (type) => report(type, claim.record.version));
+      return replayed.ok
+        ? { result: { ok: true, data: replayed.value }, replayed: true }
+        : { result: { ok: false, error: getTRPCErrorFromUnknown(replayed.error) }, replayed: true };
+    };
 
-    let settled: { claim: Exclude<ClaimResult, { status: 'claimed' }> } | { ran: TResult };
+    let settled: { claim: UnclaimedClaim } | { ran: TResult };
     // The wait is bounded before the transaction starts too: PGlite has one connection, so
     // there a duplicate queues for the connection, not for the row lock, and a pool that is
     // exhausted makes a Postgres duplicate queue the same way. lock_timeout covers the rest.
@@ -100,20 +124,27 @@ export function transactionMode(config: TransactionModeConfig) {
       }, lockWaitMs);
     });
     try {
+      // The read queues for a connection too (PGlite's only one may be in a transaction).
+      const reading = reader.get(scope, key);
+      reading.catch(() => undefined);
+      const existing = await Promise.race([reading, admission]);
+      if (existing?.status === 'completed') {
+        admitted = true;
+        clock.clearTimeout(admissionTimer);
+        return answered(
+          existing.fingerprint === fingerprint
+            ? { status: 'replay', record: existing }
+            : { status: 'mismatch', record: existing },
+        );
+      }
       const work = db.transaction(async (tx) => {
         admitted = true;
         clock.clearTimeout(admissionTimer);
         if (abandoned) throw new Abandoned();
-        const store = drizzleStore(tx);
-        // Dispatched now and awaited with the claim: it reaches the connection first and
-        // rides in the claim's round trip (pipelined), so the bound costs no wait of its own.
-        const bounded = boundLockWait(tx, lockWaitMs);
+        const store = drizzleStore(tx, { lockWaitMs });
         let claim: ClaimResult;
         try {
-          [, claim] = await Promise.all([
-            bounded,
-            store.claim({ scope, key, fingerprint, leaseMs, ttlMs }),
-          ]);
+          claim = await store.claim({ scope, key, fingerprint, leaseMs, ttlMs });
         } catch (error) {
           if (!hasCode(error, LOCK_NOT_AVAILABLE)) throw error;
           throw new RequestInProgressError(scope, key, RETRY_AFTER_LOCK_WAIT_MS, { cause: error });
@@ -121,14 +152,11 @@ export function transactionMode(config: TransactionModeConfig) {
         if (claim.status !== 'claimed') return { claim };
 
         const { record } = claim;
-        emit({
-          type: claim.takeover ? 'takeover' : 'claimed',
-          ...base,
-          version: record.version,
-          durationMs: durationMs(),
-        });
-        // The procedure's own statements keep the lock_timeout the app chose.
-        await Promise.all([restoreLockWait(tx), send(tx, sql.raw(`savepoint ${SAVEPOINT}`))]);
+        report(claim.takeover ? 'takeover' : 'claimed', record.version);
+        // Dispatched now, awaited after the procedure: it reaches the connection before the
+        // procedure's first statement and rides in its round trip.
+        const savepoint = send(tx, sql.raw(`savepoint ${SAVEPOINT}`));
+        savepoint.catch(() => undefined);
         const result = await call.run({
           key,
           scope,
@@ -140,21 +168,19 @@ export function transactionMode(config: TransactionModeConfig) {
           deriveKey: (suffix) => deriveKey(scope, key, suffix),
           step: async (_name, fn) => fn(),
         });
-        const token = leaseTokenOf(record);
-        const done = { ...base, version: record.version };
+        await savepoint;
         if (result.ok) {
           const value = serializer.serialize(result.data);
-          const released = send(tx, sql.raw(`release savepoint ${SAVEPOINT}`));
-          await Promise.all([released, store.complete(token, { kind: 'success', value }, ttlMs)]);
-          emit({ type: 'completed', ...done, durationMs: durationMs() });
+          await store.complete(record, { kind: 'success', value }, ttlMs);
+          report('completed', record.version);
           return { ran: result };
         }
         if (errorPolicy.classify(result.error) === 'release') throw new Rollback(result);
         // In this order: the completion must not sit inside the savepoint it rolls back.
         await send(tx, sql.raw(`rollback to savepoint ${SAVEPOINT}`));
-        const stored = errorPolicy.toStored(result.error, serializer);
-        await store.complete(token, { kind: 'error', error: stored }, ttlMs);
-        emit({ type: 'completed', ...done, durationMs: durationMs(), error: result.error });
+        const { stored } = storedErrorOf(errorPolicy, result.error, serializer);
+        await store.complete(record, { kind: 'error', error: stored }, ttlMs);
+        report('completed', record.version, result.error);
         return { ran: result };
       });
       work.catch(() => undefined);
@@ -162,43 +188,16 @@ export function transactionMode(config: TransactionModeConfig) {
     } catch (error) {
       if (error instanceof Rollback) {
         const result = error.result as TResult & { ok: false };
-        emit({ type: 'released', ...base, durationMs: durationMs(), error: result.error });
+        report('released', undefined, result.error);
         return { result, replayed: false };
       }
-      if (isRequestInProgressError(error)) {
-        emit({ type: 'in_progress', ...base, durationMs: durationMs() });
-      }
+      if (isRequestInProgressError(error)) report('in_progress');
       throw error;
     }
 
     if ('ran' in settled) return { result: settled.ran, replayed: false };
-    const { claim } = settled;
-    const version = claim.record.version;
-    switch (claim.status) {
-      case 'mismatch':
-        emit({ type: 'mismatch', ...base, version, durationMs: durationMs() });
-        throw new KeyMismatchError(scope, key);
-      case 'in_progress':
-        // Only a lease-mode attempt leaves a committed in-progress row behind.
-        emit({ type: 'in_progress', ...base, version, durationMs: durationMs() });
-        throw new RequestInProgressError(
-          scope,
-          key,
-          Math.min(claim.retryAfterMs, settings.inProgressRetryAfterMs),
-        );
-      case 'replay': {
-        emit({ type: 'replayed', ...base, version, durationMs: durationMs() });
-        const outcome = claim.record.outcome!;
-        if (outcome.kind === 'success') {
-          return {
-            result: { ok: true, data: serializer.deserialize(outcome.value) },
-            replayed: true,
-          };
-        }
-        const error = getTRPCErrorFromUnknown(errorPolicy.fromStored(outcome.error, serializer));
-        return { result: { ok: false, error }, replayed: true };
-      }
-    }
+    // Only a lease-mode attempt leaves a committed in-progress row behind.
+    return answered(settled.claim);
   };
 }
 
@@ -209,35 +208,6 @@ export function transactionMode(config: TransactionModeConfig) {
  */
 function send(tx: PgDatabaseLike, query: SQL): Promise<unknown> {
   return tx.execute(query).then((result: unknown) => result);
-}
-
-/**
- * Sets `lock_timeout` for the rest of the transaction, keeping the previous value in the
- * transaction-local setting `idem.lock_timeout` for {@link restoreLockWait}. The CTE is
- * materialized, so the previous value is read before `set_config` replaces it.
- *
- * Both statements are parameterless on purpose: postgres-js sends those with the simple
- * protocol and pipelines the next statement right behind them, while a parameterized
- * statement it has not prepared costs a describe round trip first and holds the pipeline.
- * The bound is a whole number this code computed, so it is safe to write inline.
- */
-function boundLockWait(tx: PgDatabaseLike, lockWaitMs: number): Promise<unknown> {
-  const bound = `'${Math.max(1, Math.ceil(lockWaitMs))}ms'`;
-  return send(
-    tx,
-    sql.raw(
-      "with previous as materialized (select current_setting('lock_timeout') as value) " +
-        `select set_config('idem.lock_timeout', value, true), set_config('lock_timeout', ${bound}, true) from previous`,
-    ),
-  );
-}
-
-/** Puts back the `lock_timeout` that {@link boundLockWait} replaced. */
-function restoreLockWait(tx: PgDatabaseLike): Promise<unknown> {
-  return send(
-    tx,
-    sql.raw("select set_config('lock_timeout', current_setting('idem.lock_timeout'), true)"),
-  );
 }
 
 /** A Postgres error code anywhere in the cause chain (Drizzle wraps driver errors). */
