@@ -118,27 +118,27 @@ export async function natsClusterPhase(
     };
 
     // The killer: at evenly spaced points of the production, SIGKILL the stream's leader,
-    // wait for the cluster to elect another, then bring the killed node back.
+    // wait for the cluster to elect another, then bring the killed node back. Production
+    // goes on meanwhile, but waits at the next point for the previous node to be back, so
+    // that every kill lands mid-run.
     const killAt = Array.from({ length: settings.kills }, (_, index) =>
       Math.floor(((index + 1) * settings.events) / (settings.kills + 2)),
     );
     let produced = 0;
-    const killer = (async () => {
-      for (const threshold of killAt) {
-        while (produced < threshold) await sleep(20);
-        const victim = cluster.node(await leader());
-        log(`NATS: SIGKILL ${victim.name}, the stream leader (${produced} events enqueued)`);
-        await victim.kill();
-        let successor = victim.name;
-        await until('a new stream leader', 60_000, async () => {
-          successor = (await stream.leader()) ?? victim.name;
-          return successor !== victim.name;
-        });
-        leaderChanges.push(`${victim.name} → ${successor}`);
-        log(`NATS: ${successor} leads the stream; restarting ${victim.name}`);
-        await victim.start();
-      }
-    })();
+    const killedAndBack: Promise<void>[] = [];
+    const killLeader = async () => {
+      const victim = cluster.node(await leader());
+      log(`NATS: SIGKILL ${victim.name}, the stream leader (${produced} events enqueued)`);
+      await victim.kill();
+      let successor = victim.name;
+      await until('a new stream leader', 60_000, async () => {
+        successor = (await stream.leader()) ?? victim.name;
+        return successor !== victim.name;
+      });
+      leaderChanges.push(`${victim.name} → ${successor}`);
+      log(`NATS: ${successor} leads the stream; restarting ${victim.name}`);
+      await victim.start();
+    };
 
     const startedProducing = Date.now();
     for (let from = 0; from < settings.events; from += PER_TRANSACTION) {
@@ -153,10 +153,17 @@ export async function natsClusterPhase(
         ),
       );
       produced = from + count;
+      const nextKill = killedAndBack.length;
+      if (nextKill < killAt.length && produced >= (killAt[nextKill] as number)) {
+        await killedAndBack[nextKill - 1];
+        const killing = killLeader();
+        killing.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+        killedAndBack.push(killing);
+      }
       const dueAt = startedProducing + (produced / settings.perSecond) * 1000;
       if (dueAt > Date.now()) await sleep(dueAt - Date.now());
     }
-    await killer;
+    await Promise.all(killedAndBack);
     log(`NATS: ${settings.events} events enqueued; waiting for the consumer`);
     await until(`all ${settings.events} events to be consumed`, 180_000, async () => {
       return (await consumed()) >= settings.events;
