@@ -115,7 +115,7 @@ export interface IdempotentHandlerOptions<TRequired extends boolean = true>
   /**
    * The page documenting idem's error codes: each problem's `type` is this URL with
    * `#<code in lower case>` appended.
-   * @default DEFAULT_ERROR_DOCS_URL
+   * @default DEFAULT_ERROR_DOCS_URL of @idem/server (https://www.npmjs.com/package/@idem/server)
    */
   docsUrl?: string;
 }

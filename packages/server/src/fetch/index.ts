@@ -1,4 +1,3 @@
-export { DEFAULT_ERROR_DOCS_URL } from '../trpc/withIdempotencyErrorData.js';
 export {
   DEFAULT_MAX_BODY_BYTES,
   type HandlerIdempotency,
