@@ -99,6 +99,17 @@ export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
               : ''
           }
         />
+        <Tile
+          name="webhooks"
+          label="Payment webhooks handled"
+          count={data?.webhooks.confirmations ?? 0}
+          none={charged.length > 0 ? 'waiting for the provider…' : 'none yet'}
+          detail={
+            data && data.webhooks.deliveries > 0
+              ? `the provider delivered ${data.webhooks.deliveries}×${data.webhooks.replayed > 0 ? `, ${data.webhooks.replayed} answered from the store (Idempotent-Replayed)` : ''}`
+              : ''
+          }
+        />
       </div>
 
       <div className="scroll">

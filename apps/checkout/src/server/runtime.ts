@@ -5,6 +5,7 @@ import type { AppDatabase } from './db/openDatabase';
 import { openDatabase } from './db/openDatabase';
 import { type EventPipeline, startEventPipeline } from './events/startEventPipeline';
 import { type FakePaymentProvider, fakePaymentProvider } from './payments/fakePaymentProvider';
+import { PAYMENT_WEBHOOK_PATH } from './payments/paymentEvents';
 import { resumeAbandonedPayments } from './resumeAbandonedPayments';
 
 /** Everything the server holds for its lifetime: one per process. */
@@ -46,7 +47,11 @@ async function start(): Promise<Runtime> {
     const runtime: Runtime = {
       db,
       store: drizzleStore(db),
-      provider: fakePaymentProvider({ db, randomDeclineRate }),
+      provider: fakePaymentProvider({
+        db,
+        randomDeclineRate,
+        webhookUrl: `${localUrl()}${PAYMENT_WEBHOOK_PATH}`,
+      }),
       events,
       describe: () => `database: ${database.description}\n  events:   ${events.description}`,
       stop() {
@@ -69,4 +74,13 @@ async function start(): Promise<Runtime> {
     await database.close().catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * This server as seen from this machine, for the provider's webhooks: the address
+ * `next start` binds (HOST, every interface by default) on PORT.
+ */
+function localUrl(): string {
+  const host = !process.env.HOST || process.env.HOST === '0.0.0.0' ? '127.0.0.1' : process.env.HOST;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${process.env.PORT ?? '3000'}`;
 }

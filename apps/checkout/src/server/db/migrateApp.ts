@@ -65,6 +65,22 @@ const STATEMENTS = [
   // One live checkout per cart version: two tabs opening the same cart meet on one row.
   `create unique index if not exists checkouts_live_cart_idx
     on checkouts (session_id, cart_id, cart_hash) where status <> 'declined'`,
+  `create table if not exists payment_confirmations (
+    id serial primary key,
+    event_id text not null,
+    checkout_key text not null,
+    charge_id text not null,
+    amount_cents integer not null,
+    created_at timestamptz not null default now())`,
+  'create index if not exists payment_confirmations_checkout_key_idx on payment_confirmations (checkout_key)',
+  `create table if not exists webhook_deliveries (
+    id serial primary key,
+    event_id text not null,
+    checkout_key text not null,
+    status integer not null,
+    replayed boolean not null,
+    created_at timestamptz not null default now())`,
+  'create index if not exists webhook_deliveries_checkout_key_idx on webhook_deliveries (checkout_key)',
   `insert into products (id, name, description, price_cents, color) values
     ('sencha', 'Sencha, 100 g', 'Green tea from Shizuoka, steamed and rolled.', 1250, '#6b8f3a'),
     ('mug', 'Stoneware mug', 'Hand-glazed, 350 ml, dishwasher safe.', 1800, '#3e6d8e'),

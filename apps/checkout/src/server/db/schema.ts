@@ -96,3 +96,30 @@ export const eventDeliveries = pgTable('event_deliveries', {
   outcome: text('outcome').$type<'processed' | 'duplicate'>().notNull(),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().default(sql`now()`),
 });
+
+/**
+ * What the shop's payment webhook receiver did with each `payment.succeeded` event it
+ * handled. Deliberately no unique constraint on the event: one row per event, however
+ * often the provider delivers it, is idem's doing (the event id is the key).
+ */
+export const paymentConfirmations = pgTable('payment_confirmations', {
+  id: serial('id').primaryKey(),
+  eventId: text('event_id').notNull(),
+  checkoutKey: text('checkout_key').notNull(),
+  chargeId: text('charge_id').notNull(),
+  amountCents: integer('amount_cents').notNull(),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/**
+ * The fake provider's log of webhook deliveries (it would live at the provider): every
+ * POST it made, what status came back, and whether the shop answered it from the store.
+ */
+export const webhookDeliveries = pgTable('webhook_deliveries', {
+  id: serial('id').primaryKey(),
+  eventId: text('event_id').notNull(),
+  checkoutKey: text('checkout_key').notNull(),
+  status: integer('status').notNull(),
+  replayed: boolean('replayed').notNull(),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});

@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { AppDatabase } from '../db/openDatabase';
 import { providerPayments } from '../db/schema';
+import { deliverWebhook } from './deliverWebhook';
+import type { PaymentSucceededEvent } from './paymentEvents';
 
 /** Always succeeds (as at real providers' test modes). */
 export const SUCCEEDING_CARD = '4242424242424242';
@@ -58,6 +60,12 @@ export interface FakePaymentProviderOptions {
    * @default [150, 500]
    */
   latencyMs?: readonly [number, number];
+  /**
+   * Where the provider sends a `payment.succeeded` webhook after each new charge (and then
+   * sends it again: see `deliverWebhook`).
+   * @default undefined (no webhooks)
+   */
+  webhookUrl?: string;
 }
 
 /**
@@ -107,6 +115,23 @@ export function fakePaymentProvider(options: FakePaymentProviderOptions) {
       }
       if (payment.outcome === 'declined') {
         throw new CardDeclinedError(payment.declineCode ?? 'card_declined');
+      }
+      // A new charge (not a repeated request for one) is announced by webhook, after the
+      // answer, as a provider does: the shop hears of it on another connection.
+      if (options.webhookUrl && payment.requests === 1) {
+        const webhookUrl = options.webhookUrl;
+        const event: PaymentSucceededEvent = {
+          id: `evt_${crypto.randomUUID().replaceAll('-', '').slice(0, 20)}`,
+          type: 'payment.succeeded',
+          data: {
+            chargeId: payment.id,
+            checkoutKey: payment.checkoutKey,
+            amountCents: payment.amountCents,
+          },
+        };
+        setTimeout(() => {
+          deliverWebhook(db, webhookUrl, event).catch(() => undefined);
+        }, 0);
       }
       return {
         chargeId: payment.id,

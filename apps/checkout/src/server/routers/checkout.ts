@@ -17,7 +17,7 @@ import type { AppDatabase } from '../db/openDatabase';
 import { type OrderLine, orders, products } from '../db/schema';
 import { orderEvents, REDELIVER_HEADER } from '../events/orderEvents';
 import { isCardDeclinedError } from '../payments/fakePaymentProvider';
-import { getRuntime } from '../runtime';
+import { runtimeStore } from '../runtimeStore';
 import { publicProcedure, router } from '../trpc';
 
 /**
@@ -26,17 +26,8 @@ import { publicProcedure, router } from '../trpc';
  */
 export const CHECKOUT_LEASE_MS = 2_000;
 
-/** The idempotency store, reached once the runtime (and its database) has started. */
-const store: IdempotencyStore = crashableStore({
-  claim: async (request) => (await getRuntime()).store.claim(request),
-  complete: async (token, outcome, ttlMs) =>
-    (await getRuntime()).store.complete(token, outcome, ttlMs),
-  release: async (token) => (await getRuntime()).store.release(token),
-  heartbeat: async (token, leaseMs) => (await getRuntime()).store.heartbeat(token, leaseMs),
-  saveStep: async (token, name, value) => (await getRuntime()).store.saveStep(token, name, value),
-  get: async (scope, key) => (await getRuntime()).store.get(scope, key),
-  sweep: async (options) => (await getRuntime()).store.sweep(options),
-});
+/** The idempotency store, as a "crash after charge" attempt sees it. */
+const store: IdempotencyStore = crashableStore(runtimeStore);
 
 /** The scope every payment of a checkout is stored under (see `pay`). */
 export const PAY_SCOPE = 'shop';

@@ -1,7 +1,14 @@
 import { idempotencyKeys } from '@idem/server';
 import { and, asc, count, eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
-import { emails, eventDeliveries, orders, providerPayments } from '../db/schema';
+import {
+  emails,
+  eventDeliveries,
+  orders,
+  paymentConfirmations,
+  providerPayments,
+  webhookDeliveries,
+} from '../db/schema';
 import { publicProcedure, router } from '../trpc';
 import { PAY_SCOPE } from './checkout';
 
@@ -55,7 +62,24 @@ export const demoRouter = router({
             .where(inArray(eventDeliveries.orderId, orderIds))
             .groupBy(eventDeliveries.outcome)
         : [];
+      // The provider's payment webhooks for this checkout: what the shop's receiver did
+      // (one confirmation per event) and every delivery the provider made.
+      const confirmations = await db
+        .select({ eventId: paymentConfirmations.eventId })
+        .from(paymentConfirmations)
+        .where(eq(paymentConfirmations.checkoutKey, input.key));
+      const webhookPosts = await db
+        .select({ status: webhookDeliveries.status, replayed: webhookDeliveries.replayed })
+        .from(webhookDeliveries)
+        .where(eq(webhookDeliveries.checkoutKey, input.key))
+        .orderBy(asc(webhookDeliveries.id));
       return {
+        webhooks: {
+          confirmations: confirmations.length,
+          events: new Set(confirmations.map((row) => row.eventId)).size,
+          deliveries: webhookPosts.length,
+          replayed: webhookPosts.filter((post) => post.replayed).length,
+        },
         key: keyRecord
           ? {
               status: keyRecord.status,

@@ -1,0 +1,97 @@
+import { randomUUID } from 'node:crypto';
+import { createTRPCClient, httpLink } from '@trpc/client';
+import superjson from 'superjson';
+import { describe, expect, inject, it } from 'vitest';
+import { PAYMENT_WEBHOOK_PATH } from '../src/server/payments/paymentEvents';
+import type { AppRouter } from '../src/server/routers/appRouter';
+import { eventually } from './shopper';
+
+const baseUrl = inject('baseUrl');
+
+/** The demo's API as one browser session, without a browser. */
+function apiClient() {
+  return createTRPCClient<AppRouter>({
+    links: [
+      httpLink({
+        url: `${baseUrl}/api/trpc`,
+        transformer: superjson,
+        headers: { 'x-demo-session': `webhook-test-${randomUUID()}` },
+      }),
+    ],
+  });
+}
+
+/** POSTs a webhook body to the shop's receiver, as the provider does. */
+async function deliver(body: string) {
+  const response = await fetch(`${baseUrl}${PAYMENT_WEBHOOK_PATH}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+describe('the payment webhook receiver, over HTTP against the running app', () => {
+  it('answers a redelivered event from the store: one confirmation, the same answer byte for byte', async () => {
+    const api = apiClient();
+    const checkoutKey = `co_${randomUUID()}`;
+    const event = {
+      id: `evt_${randomUUID()}`,
+      type: 'payment.succeeded',
+      data: { chargeId: `ch_${randomUUID()}`, checkoutKey, amountCents: 3050 },
+    };
+    const first = await deliver(JSON.stringify(event));
+    expect(first.status).toBe(200);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(JSON.parse(first.text)).toMatchObject({ received: event.id });
+
+    // The same event again, its members in another order (a provider may re-serialize it).
+    const { data, type, id } = event;
+    const redelivery = await deliver(JSON.stringify({ data, type, id }));
+    expect(redelivery.status).toBe(200);
+    expect(redelivery.headers.get('idempotent-replayed')).toBe('true');
+    expect(redelivery.text).toBe(first.text);
+    expect((await api.demo.checkout.query({ key: checkoutKey })).webhooks).toMatchObject({
+      confirmations: 1,
+      events: 1,
+    });
+
+    // The same event id with another payload is refused, as problem+json linking its docs.
+    const altered = await deliver(
+      JSON.stringify({ ...event, data: { ...event.data, amountCents: 1 } }),
+    );
+    expect(altered.status).toBe(422);
+    expect(altered.headers.get('content-type')).toBe('application/problem+json');
+    expect(JSON.parse(altered.text)).toMatchObject({
+      status: 422,
+      code: 'KEY_MISMATCH',
+      type: expect.stringMatching(/#key_mismatch$/),
+    });
+    // No event id: no key, a 400 problem, and nothing ran.
+    const anonymous = await deliver(JSON.stringify({ type: 'payment.succeeded', data }));
+    expect(anonymous.status).toBe(400);
+    expect(JSON.parse(anonymous.text)).toMatchObject({ code: 'INVALID_KEY', reason: 'missing' });
+    expect((await api.demo.checkout.query({ key: checkoutKey })).webhooks.confirmations).toBe(1);
+  });
+
+  it("a paid checkout's webhook is delivered twice by the provider and handled once", async () => {
+    const api = apiClient();
+    const checkout = await api.checkout.open.mutate({
+      cartId: randomUUID(),
+      items: [{ productId: 'sencha', quantity: 1 }],
+    });
+    await api.checkout.prepare.mutate({
+      checkoutId: checkout.id,
+      email: 'webhook@example.com',
+      cardNumber: '4242 4242 4242 4242',
+    });
+    const paid = await api.checkout.pay.mutate({ checkoutId: checkout.id });
+    expect(paid.totalCents).toBe(1250);
+
+    const webhooks = await eventually('the provider to deliver its webhook twice', async () => {
+      const found = (await api.demo.checkout.query({ key: checkout.id })).webhooks;
+      return found.deliveries >= 2 ? found : undefined;
+    });
+    expect(webhooks).toEqual({ confirmations: 1, events: 1, deliveries: 2, replayed: 1 });
+  });
+});
