@@ -1,4 +1,4 @@
-import { leaseTokenOf } from '@idem/core';
+import { isLeaseLostError, leaseTokenOf } from '@idem/core';
 import { storeContract } from '@idem/core/testing';
 import { createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ describe('redisStore on a Redis Cluster of three masters', () => {
   let client: Awaited<ReturnType<typeof connect>>;
   let nodes: NodeCommands[];
   beforeAll(async () => {
-    cluster = await startRedisCluster({ masters: 3 });
+    cluster = await startRedisCluster({ masters: 3, readyTimeoutMs: 60_000 });
     client = await connect(cluster.rootNodes);
     nodes = await Promise.all(client.masters.map((master) => client.nodeClient(master)));
   });
@@ -108,7 +108,7 @@ describe('redisStore on a Redis Cluster of three masters', () => {
     expect(await movedAnswers(nodes[from]!)).toBeGreaterThan(movedBefore);
     await expect(
       store.complete(zombie, { kind: 'success', value: 'zombie' }, 60_000),
-    ).rejects.toThrow(/lease/i);
+    ).rejects.toSatisfy(isLeaseLostError);
     await store.complete(leaseTokenOf(takeover.record), { kind: 'success', value: 'new' }, 60_000);
     const replay = await store.claim(request('k-moved'));
     expect(replay.status).toBe('replay');
