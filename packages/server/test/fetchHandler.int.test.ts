@@ -6,6 +6,7 @@ import {
   type IdempotencyStore,
   isConfigurationError,
   LeaseLostError,
+  manualClock,
   memoryStore,
 } from '@idem/core';
 import { sql } from 'drizzle-orm';
@@ -412,6 +413,52 @@ describe('idempotentHandler without a database', () => {
     expect(response.headers.get('retry-after')).toBe('0');
     expect(response.headers.get('idempotency-status')).toBe('lease-lost');
     expect(await response.json()).toMatchObject({ code: 'LEASE_LOST', retryAfterMs: 0 });
+  });
+
+  it('a handler that fails because its lease was lost (an AbortError) answers 409 LEASE_LOST, not its error', async () => {
+    const clock = manualClock();
+    const inner = memoryStore({ clock });
+    const store: IdempotencyStore = {
+      ...inner,
+      heartbeat: async (token) => {
+        throw new LeaseLostError(token.scope, token.key, token.version);
+      },
+    };
+    let waiting = () => {};
+    const started = new Promise<void>((resolve) => (waiting = resolve));
+    const handler = idempotentHandler(
+      { store, clock, leaseMs: 3_000, scope: () => 'ann' },
+      (_request, { signal }) =>
+        new Promise<Response>((_resolve, reject) => {
+          signal.addEventListener('abort', () =>
+            reject(new DOMException('This operation was aborted', 'AbortError')),
+          );
+          waiting();
+        }),
+    );
+    const answer = handler(post('/api/pay', '{}', { 'Idempotency-Key': 'k-2' }));
+    await started;
+    clock.advance(1_000); // the heartbeat finds the lease gone and aborts the signal
+    const response = await answer;
+    expect(response.status).toBe(409);
+    expect(await response.json()).toMatchObject({ code: 'LEASE_LOST' });
+  });
+
+  it('a recovery point whose save finds the key taken over answers 409 LEASE_LOST', async () => {
+    const inner = memoryStore();
+    const store: IdempotencyStore = {
+      ...inner,
+      saveStep: async (token) => {
+        throw new LeaseLostError(token.scope, token.key, token.version);
+      },
+    };
+    const handler = idempotentHandler({ store, scope: () => 'ann' }, async (_request, { step }) => {
+      await step('charge', () => ({ chargeId: 'ch_1' }));
+      return new Response('charged');
+    });
+    const response = await handler(post('/api/pay', '{}', { 'Idempotency-Key': 'k-3' }));
+    expect(response.status).toBe(409);
+    expect(response.headers.get('idempotency-status')).toBe('lease-lost');
   });
 
   it('options that cannot work throw ConfigurationError at start-up', () => {

@@ -64,7 +64,9 @@ export interface IdempotentHandlerOptions<TRequired extends boolean = true>
   /** A Drizzle Postgres database; keys go to `idem_keys` through `drizzleStore(db)`. */
   db?: PgDatabaseLike;
   /**
-   * Names the principal (tenant, user, API client, webhook sender) the request acts for.
+   * Names the principal (tenant, user, API client, webhook sender) the request acts for,
+   * from the request's headers or URL (its body has been read by then: use `key` for the
+   * body).
    * The method and route are added, so a key is stored under (principal, method, route),
    * and one caller's key never replays another's response.
    */
@@ -297,13 +299,17 @@ export function idempotentHandler<TRequired extends boolean = true>(
           reason: 'missing',
         });
       }
-      const path = `${method} ${routeOf(request)}`;
-      const storedUnder = storedScope(await scope(request), path, 'idempotentHandler()');
+      const routeName = routeOf(request);
+      const storedUnder = storedScope(
+        await scope(request),
+        `${method} ${routeName}`,
+        'idempotentHandler()',
+      );
       // Key order in a JSON body does not matter; any other body counts byte for byte.
       const fingerprint = await sha256Hex(
         canonicalJson({
           method,
-          route: routeOf(request),
+          route: routeName,
           body: json !== undefined ? { json } : encodeBody(bytes),
         }),
       );
@@ -335,13 +341,23 @@ export function idempotentHandler<TRequired extends boolean = true>(
           // LeaseLostError, so that it writes nothing and the answer is 409 LEASE_LOST.
           const reason: unknown = context.signal.aborted ? context.signal.reason : undefined;
           if (isLeaseLostError(reason)) throw reason;
-          if (isLeaseLostError(error) || classifyThrown(error) === 'release') {
+          if (isLeaseLostError(error)) throw error;
+          if (classifyThrown(error) === 'release') {
             thrown = { error };
             throw error;
           }
           response = thrownErrorResponse(error);
         }
-        const { bytes, stored } = await storeResponse(response, replaySet);
+        let read: Awaited<ReturnType<typeof storeResponse>>;
+        try {
+          read = await storeResponse(response, replaySet);
+        } catch (error) {
+          // The handler's response body failed (a stream that errored, a body already
+          // used): the handler's failure, thrown on; the key is released.
+          thrown = { error };
+          throw error;
+        }
+        const { bytes, stored } = read;
         answer = new Response(nullBodyStatus(response.status) ? null : (bytes as BodyInit), {
           status: response.status,
           statusText: response.statusText,
@@ -356,6 +372,7 @@ export function idempotentHandler<TRequired extends boolean = true>(
       });
     } catch (error) {
       if (error instanceof ReleasedResponse) return error.response;
+      if (isLeaseLostError(error)) return idempotencyErrorResponse(error, docsUrl)!;
       if (thrown && error === thrown.error) throw error;
       const known = idempotencyErrorResponse(error, docsUrl);
       if (known) return known;
