@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { PGlite } from '@electric-sql/pglite';
-import { type SQL, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
@@ -8,6 +7,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { migrate } from '../src/drizzle/migrate.js';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { executeRows } from '../src/drizzle/rows.js';
+import { createScratchDatabase } from '../src/testing/createScratchDatabase.js';
 
 /** The real server the Postgres backend uses; each test file gets its own database there. */
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -36,36 +36,10 @@ export function connect(url: string, max = 10): PostgresJsDatabase & { $client: 
   return drizzlePostgres(postgres(url, { ...quiet, max }));
 }
 
-export interface ScratchDatabase {
-  url: string;
-  /** Drops the database, ending whatever connections are still open on it. */
-  drop(): Promise<void>;
-}
-
-/** Creates an empty, uniquely named database on the server at `DATABASE_URL`. */
-export async function createScratchDatabase(): Promise<ScratchDatabase> {
-  const name = `idem_test_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
-  const admin = postgres(DATABASE_URL, { ...quiet, max: 1 });
-  try {
-    await admin.unsafe(`create database "${name}"`);
-  } finally {
-    await admin.end();
-  }
-  const url = new URL(DATABASE_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const dropper = postgres(DATABASE_URL, { ...quiet, max: 1 });
-      try {
-        // WITH (FORCE) ends any connection a failed test left open.
-        await dropper.unsafe(`drop database if exists "${name}" with (force)`);
-      } finally {
-        await dropper.end();
-      }
-    },
-  };
-}
+export {
+  createScratchDatabase,
+  type ScratchDatabase,
+} from '../src/testing/createScratchDatabase.js';
 
 async function openPglite() {
   const client = new PGlite();

@@ -4,4 +4,9 @@ export {
   type StartNatsClusterOptions,
   startNatsCluster,
 } from '../outbox/testing/startNatsCluster.js';
+export {
+  createScratchDatabase,
+  type ScratchDatabase,
+  type ScratchDatabaseOptions,
+} from './createScratchDatabase.js';
 export { type FetchServer, serveFetch } from './serveFetch.js';
