@@ -1,4 +1,4 @@
-import type { IdempotencyEvent, IdempotencyEventType } from '@idem/core';
+import { type IdempotencyEvent, type IdempotencyEventType, notifyObserver } from '@idem/core';
 import { type Attributes, type Counter, SpanKind } from '@opentelemetry/api';
 import {
   endedSpan,
@@ -104,13 +104,8 @@ export function idempotencyTelemetry(
     return { counters, duration, tracer };
   });
 
-  const onEvent = (event: IdempotencyEvent) => {
-    try {
-      record(event);
-    } catch {
-      // Telemetry must never change the outcome of a write.
-    }
-  };
+  // Telemetry must never change the outcome of a write, whoever calls this.
+  const onEvent = (event: IdempotencyEvent) => notifyObserver(record, event);
 
   function record(event: IdempotencyEvent) {
     const { counters, duration, tracer } = instruments();
