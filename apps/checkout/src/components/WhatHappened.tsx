@@ -162,7 +162,8 @@ export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
           stored answer (<em>replayed</em>) or, while the first attempt still held the key,{' '}
           <em>409 in progress</em>. The charge is a recovery point with a key derived for the
           provider, so a takeover after a crash does not charge again; the email consumer skips
-          events it already handled.
+          events it already handled; and the provider's webhook is keyed by its event id, so its
+          redelivery is answered from the store.
         </p>
       )}
     </div>
