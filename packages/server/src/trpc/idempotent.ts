@@ -5,6 +5,7 @@ import {
   IDEMPOTENCY_KEY_BATCH_HEADER,
   IDEMPOTENCY_KEY_HEADER,
   InvalidKeyError,
+  isConfigurationError,
   isInvalidKeyError,
   isUnserializableValueError,
   notifyObserver,
@@ -20,6 +21,7 @@ import {
 } from '@trpc/server';
 import { drizzleStore } from '../drizzle/drizzleStore.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import { storedScope, UnstorablePrincipalError } from '../storedScope.js';
 import type {
   ContextWith,
   LeaseIdempotency,
@@ -291,45 +293,23 @@ function checkMode(
 }
 
 /**
- * The stored scope: the principal, then the procedure path. A `/` (and `%`) in the
- * principal is percent-encoded, so that ("a/b", "c") and ("a", "b/c") stay two scopes.
+ * The stored scope (`storedScope`: the principal, then the procedure path), with its
+ * failures as tRPC answers: no principal is the server's bug (500), a principal the store
+ * cannot keep is the request's (400, nothing run).
  */
 function scopeOf(principal: unknown, path: string): string {
-  if (typeof principal !== 'string' || principal.length === 0) {
-    const message =
-      `idempotent(): scope() returned ${typeof principal === 'string' ? 'an empty string' : String(principal)} ` +
-      `for "${path}"; it must return a non-empty string naming the caller (tenant/user).`;
-    throw new TRPCError({
-      code: 'INTERNAL_SERVER_ERROR',
-      message,
-      cause: new ConfigurationError(message),
-    });
+  try {
+    return storedScope(principal, path, 'idempotent()');
+  } catch (error) {
+    if (error instanceof UnstorablePrincipalError) {
+      throw new TRPCError({ code: 'BAD_REQUEST', message: error.message });
+    }
+    if (isConfigurationError(error)) {
+      throw new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: error.message, cause: error });
+    }
+    throw error;
   }
-  const scope = `${principal.replaceAll('%', '%25').replaceAll('/', '%2F')}/${path}`;
-  // Postgres refuses U+0000 in text, and would store an unpaired surrogate as U+FFFD (two
-  // principals would meet); a btree entry holds ~2.7 kB. Refused here, with a message
-  // that shows neither the principal nor SQL.
-  const problem = principal.includes('\u0000')
-    ? 'contains U+0000'
-    : UNPAIRED_SURROGATE.test(principal)
-      ? 'contains an unpaired UTF-16 surrogate'
-      : scope.length * 3 > MAX_SCOPE_BYTES && encoder.encode(scope).length > MAX_SCOPE_BYTES
-        ? `makes a scope longer than ${MAX_SCOPE_BYTES} bytes`
-        : undefined;
-  if (problem !== undefined) {
-    throw new TRPCError({
-      code: 'BAD_REQUEST',
-      message:
-        `The principal that scope() named for "${path}" ${problem}, which the idempotency ` +
-        'store cannot keep; the call was not run. Name callers with printable text (an id).',
-    });
-  }
-  return scope;
 }
-
-/** The longest stored scope (principal and path), in UTF-8 bytes. */
-const MAX_SCOPE_BYTES = 2_048;
-const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
  * Core's fingerprint of `{ path, input }` (a string at once where node:crypto exists), from
