@@ -125,16 +125,9 @@ export function drizzleStore(
    * the statement's "now".
    */
   const insertOrRead = async (request: ClaimRequest) => {
-    const [row] = await statements.claim().execute(
-      bind({
-        scope: request.scope,
-        key: request.key,
-        fingerprint: request.fingerprint,
-        leaseMs: request.leaseMs,
-        ttlMs: request.ttlMs,
-        ...(lockWait && { lockWait }),
-      }),
-    );
+    const [row] = await statements
+      .claim()
+      .execute(bind({ ...claimValues(request), ...(lockWait && { lockWait }) }));
     if (!row) return undefined;
     const { inserted, nowMs, restored: _, ...columns } = row;
     return { inserted: inserted === true, record: toRecord(columns), nowMs: Number(nowMs) };
@@ -146,15 +139,7 @@ export function drizzleStore(
     token: LeaseToken,
     values: Record<string, unknown> = {},
   ) => {
-    const updated = await statement.execute(
-      bind({
-        ...values,
-        scope: token.scope,
-        key: token.key,
-        version: token.version,
-        createdAt: new Date(token.createdAt).toISOString(),
-      }),
-    );
+    const updated = await statement.execute(bind({ ...values, ...incarnation(token) }));
     if (updated.length === 0) throw new LeaseLostError(token.scope, token.key, token.version);
   };
 
@@ -169,15 +154,8 @@ export function drizzleStore(
         const decision = decideClaim(found.record, request, found.nowMs);
         if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
         const [claimed] = await statements.takeOver().execute(
-          bind({
-            scope: request.scope,
-            key: request.key,
-            fingerprint: request.fingerprint,
-            leaseMs: request.leaseMs,
-            ttlMs: request.ttlMs,
-            version: found.record.version,
-            createdAt: new Date(found.record.createdAt).toISOString(),
-          }),
+          // Only if it is still the row that was read.
+          bind({ ...claimValues(request), ...incarnation(found.record) }),
         );
         if (claimed) {
           const record = toRecord(claimed);
@@ -407,6 +385,23 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLo
 }
 
 const COLUMNS = getTableColumns(keys);
+
+/** A claim's values for the statements' placeholders. */
+const claimValues = (request: ClaimRequest) => ({
+  scope: request.scope,
+  key: request.key,
+  fingerprint: request.fingerprint,
+  leaseMs: request.leaseMs,
+  ttlMs: request.ttlMs,
+});
+
+/** The placeholders that name one incarnation of a key: a lease token, or a row as read. */
+const incarnation = (token: LeaseToken) => ({
+  scope: token.scope,
+  key: token.key,
+  version: token.version,
+  createdAt: new Date(token.createdAt).toISOString(),
+});
 
 /** `build()` on the first call, its result on every call after. */
 function once<T>(build: () => T): () => T {
