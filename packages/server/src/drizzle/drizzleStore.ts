@@ -13,6 +13,7 @@ import {
   type SweepOptions,
 } from '@idem/core';
 import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
+import { deleteSkipLocked } from './deleteSkipLocked.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
@@ -350,19 +351,13 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLo
 
   // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
   // right now is left to that claim.
-  const sweep = once(() => {
-    const doomed = db
-      .select({ scope: keys.scope, key: keys.key })
-      .from(keys)
-      .where(expired)
-      .limit(param.limit)
-      .for('update', { skipLocked: true });
-    return db
-      .delete(keys)
-      .where(sql`(${keys.scope}, ${keys.key}) in ${doomed}`)
-      .returning({ key: keys.key })
-      .prepare(name('sweep'));
-  });
+  const sweep = once(() =>
+    deleteSkipLocked(db, keys, {
+      key: [keys.scope, keys.key],
+      doomed: expired,
+      limit: param.limit,
+    }).prepare(name('sweep')),
+  );
 
   return {
     claim,
