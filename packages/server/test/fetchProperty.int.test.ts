@@ -34,7 +34,10 @@ function createRoutes(db: ReturnType<ReturnType<typeof useDatabase>>['db']) {
   const routes: Record<string, (request: Request) => Promise<Response>> = {
     '/api/order': idempotentHandler(options, async (request, idempotency) => {
       ran(idempotency);
-      const { id, n } = ((await request.json()) ?? {}) as { id?: unknown; n?: unknown };
+      // The app's own parsing: a body that is not JSON (sent without a JSON content type,
+      // which idem would have refused) is this handler's 400.
+      const input = await request.json().catch(() => undefined);
+      const { id, n } = (input ?? {}) as { id?: unknown; n?: unknown };
       if (typeof id !== 'string' || !Number.isInteger(n)) {
         return Response.json({ error: 'expected { id: string, n: integer }' }, { status: 400 });
       }

@@ -24,6 +24,7 @@ import { storedScope } from '../storedScope.js';
 import { DEFAULT_ERROR_DOCS_URL } from '../trpc/withIdempotencyErrorData.js';
 import {
   idempotencyErrorResponse,
+  type ProblemCode,
   plainProblem,
   problemOf,
   problemResponse,
@@ -217,8 +218,10 @@ export function idempotentHandler<TRequired extends boolean = true>(
     typeof route === 'function'
       ? route
       : (request: Request) => route ?? new URL(request.url).pathname;
-  const problem = (...args: Parameters<typeof problemOf>) =>
-    problemResponse(problemOf(args[0], args[1], args[2], docsUrl));
+  const problem = (code: ProblemCode, status: number, detail: string) =>
+    problemResponse(problemOf(code, status, detail, docsUrl));
+  const missingKey = () =>
+    problemResponse({ ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl), reason: 'missing' });
   const run = handler as (
     request: Request,
     idempotency: HandlerContext | undefined,
@@ -238,12 +241,7 @@ export function idempotentHandler<TRequired extends boolean = true>(
     } catch (error) {
       return idempotencyErrorResponse(error, docsUrl)!;
     }
-    if (!derive && key === undefined && required) {
-      return problemResponse({
-        ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl),
-        reason: 'missing',
-      });
-    }
+    if (!derive && key === undefined && required) return missingKey();
 
     const read = await readBody(request, maxBodyBytes);
     if (!read.ok) {
@@ -294,10 +292,7 @@ export function idempotentHandler<TRequired extends boolean = true>(
       }
       if (key === undefined) {
         if (!required) return await run(body, undefined);
-        return problemResponse({
-          ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl),
-          reason: 'missing',
-        });
+        return missingKey();
       }
       const routeName = routeOf(request);
       const storedUnder = storedScope(
