@@ -107,7 +107,7 @@ describe('createInboxSweeper start-up checks', () => {
     expect(isConfigurationError(caught)).toBe(true);
     expect(String(caught)).toMatch(/at least one idempotentConsumer/);
     expect(() => createInboxSweeper({ consumers: [consumer], batchSize: 0 })).toThrow(
-      /batchSize must be a positive whole number; got 0/,
+      /batchSize must be a positive integer; got 0/,
     );
     expect(() => createInboxSweeper({ consumers: [consumer], intervalMs: -1 })).toThrow(
       /intervalMs/,

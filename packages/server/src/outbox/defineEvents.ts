@@ -1,3 +1,4 @@
+import { notifyObserver, requirePositive } from '@idem/core';
 import type { $ZodType, input, output } from 'zod/v4/core';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { InvalidEventError } from './errors/InvalidEventError.js';
@@ -108,12 +109,11 @@ export function defineEvents<const TSchemas extends EventSchemas>(
   schemas: TSchemas,
   options: DefineEventsOptions = {},
 ): EventDefinitions<TSchemas> {
-  const maxPayloadBytes = options.maxPayloadBytes ?? 262_144;
-  if (!(Number.isInteger(maxPayloadBytes) && maxPayloadBytes > 0)) {
-    throw new RangeError(
-      `defineEvents: maxPayloadBytes must be a positive integer; got ${maxPayloadBytes}.`,
-    );
-  }
+  const maxPayloadBytes = requirePositive(
+    'defineEvents: maxPayloadBytes',
+    options.maxPayloadBytes ?? 262_144,
+    { integer: true, unit: 'bytes' },
+  );
   const writeOptions = {
     lockAggregates: options.lockAggregates ?? true,
     notify: options.notify ?? true,
@@ -161,11 +161,8 @@ function report(
   ids: readonly string[],
   events: readonly ValidEvent[],
 ) {
+  // Observability must never fail the producer's transaction.
   events.forEach((event, index) => {
-    try {
-      onEvent({ type: 'enqueued', id: ids[index] as string, topic: event.topic });
-    } catch {
-      // Observability must never fail the producer's transaction.
-    }
+    notifyObserver(onEvent, { type: 'enqueued', id: ids[index] as string, topic: event.topic });
   });
 }

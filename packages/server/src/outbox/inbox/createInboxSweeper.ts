@@ -1,4 +1,4 @@
-import { ConfigurationError } from '@idem/core';
+import { ConfigurationError, requirePositive } from '@idem/core';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
 import {
   deleteInBatches,
@@ -46,12 +46,9 @@ export function createInboxSweeper(options: InboxSweeperOptions): Sweeper {
       'createInboxSweeper: consumers must list at least one idempotentConsumer(…) to sweep.',
     );
   }
-  const batchSize = options.batchSize ?? 1_000;
-  if (!(Number.isInteger(batchSize) && batchSize >= 1)) {
-    throw new ConfigurationError(
-      `createInboxSweeper: batchSize must be a positive whole number; got ${batchSize}.`,
-    );
-  }
+  const batchSize = requirePositive('createInboxSweeper: batchSize', options.batchSize ?? 1_000, {
+    integer: true,
+  });
   const sweep = async () => {
     let total = 0;
     for (const consumer of consumers) {

@@ -2,7 +2,7 @@ import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { PgDatabaseLike, TransactionOf } from '../../drizzle/PgDatabaseLike.js';
 import { executeRows } from '../../drizzle/rows.js';
-import { sqlNow } from '../internal/sqlNow.js';
+import { sqlNow } from '../../drizzle/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 
 /** What became of one event of a batch. */

@@ -1,10 +1,11 @@
-import { type Clock, ConfigurationError } from '@idem/core';
-import { and, eq, lt, sql } from 'drizzle-orm';
+import { type Clock, ConfigurationError, notifyObserver } from '@idem/core';
+import { and, eq, lt } from 'drizzle-orm';
 import type { PgDatabaseLike, TransactionOf } from '../../drizzle/PgDatabaseLike.js';
 
 export type { TransactionOf };
 
-import { sqlLater, sqlNow } from '../internal/sqlNow.js';
+import { deleteSkipLocked } from '../../drizzle/deleteSkipLocked.js';
+import { sqlLater, sqlNow } from '../../drizzle/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 import { type BatchHandler, type BatchItemResult, handleInboxBatch } from './handleBatch.js';
 
@@ -144,13 +145,7 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
         lagMs: Math.max(0, (clock?.now() ?? Date.now()) - event.createdAt.getTime()),
       }),
   });
-  const emit = (event: ConsumerEvent) => {
-    try {
-      options.onEvent?.(event);
-    } catch {
-      // Observability must never change the outcome.
-    }
-  };
+  const emit = (event: ConsumerEvent) => notifyObserver(options.onEvent, event);
 
   return {
     name,
@@ -231,16 +226,11 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
 
     async cleanup({ limit = 1_000 } = {}) {
       const cutoff = sqlLater(sqlNow(clock), -retentionMs);
-      const doomed = db
-        .select({ eventId: inbox.eventId })
-        .from(inbox)
-        .where(and(eq(inbox.consumer, name), lt(inbox.processedAt, cutoff)))
-        .limit(limit)
-        .for('update', { skipLocked: true });
-      const deleted = await db
-        .delete(inbox)
-        .where(and(eq(inbox.consumer, name), sql`${inbox.eventId} = any(array(${doomed}))`))
-        .returning({ eventId: inbox.eventId });
+      const deleted = await deleteSkipLocked(db, inbox, {
+        key: [inbox.consumer, inbox.eventId],
+        doomed: and(eq(inbox.consumer, name), lt(inbox.processedAt, cutoff)),
+        limit,
+      });
       return deleted.length;
     },
   };

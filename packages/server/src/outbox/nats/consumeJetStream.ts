@@ -1,4 +1,4 @@
-import { backoffDelay, ConfigurationError } from '@idem/core';
+import { backoffDelay, ConfigurationError, notifyObserver, requirePositive } from '@idem/core';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
 import type { EventSchemas, TopicOf } from '../defineEvents.js';
@@ -76,13 +76,7 @@ export async function consumeJetStream<
     );
   }
 
-  const emit = (event: JetStreamConsumerEvent) => {
-    try {
-      options.onEvent?.(event);
-    } catch {
-      // Observability must never change the outcome.
-    }
-  };
+  const emit = (event: JetStreamConsumerEvent) => notifyObserver(options.onEvent, event);
 
   /** The message as the handler's event, or `undefined` once it was terminated. */
   async function decode(message: JsMsg): Promise<DeliveredEvent<TSchemas> | undefined> {
@@ -226,11 +220,5 @@ function settle(reply: () => void): void {
   }
 }
 
-function positiveInteger(name: string, value: number): number {
-  if (!(Number.isInteger(value) && value > 0)) {
-    throw new ConfigurationError(
-      `consumeJetStream: ${name} must be a positive integer; got ${value}.`,
-    );
-  }
-  return value;
-}
+const positiveInteger = (name: string, value: number) =>
+  requirePositive(`consumeJetStream: ${name}`, value, { integer: true });

@@ -1,7 +1,8 @@
 import type { Clock } from '@idem/core';
-import { and, isNotNull, lt, sql } from 'drizzle-orm';
+import { and, isNotNull, lt } from 'drizzle-orm';
+import { deleteSkipLocked } from '../../drizzle/deleteSkipLocked.js';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import { sqlLater, sqlNow } from '../internal/sqlNow.js';
+import { sqlLater, sqlNow } from '../../drizzle/sqlTime.js';
 import { outboxEvents as outbox } from '../schema.js';
 
 /**
@@ -13,16 +14,11 @@ export async function cleanupSent(
   options: { retainSentMs: number; limit: number; clock: Clock | undefined },
 ): Promise<number> {
   const cutoff = sqlLater(sqlNow(options.clock), -options.retainSentMs);
-  // SKIP LOCKED: relays cleaning up at the same time split the rows instead of queueing.
-  const doomed = db
-    .select({ seq: outbox.seq })
-    .from(outbox)
-    .where(and(isNotNull(outbox.sentAt), lt(outbox.sentAt, cutoff)))
-    .limit(options.limit)
-    .for('update', { skipLocked: true });
-  const deleted = await db
-    .delete(outbox)
-    .where(sql`${outbox.seq} = any(array(${doomed}))`)
-    .returning({ seq: outbox.seq });
+  // Relays cleaning up at the same time split the rows instead of queueing.
+  const deleted = await deleteSkipLocked(db, outbox, {
+    key: [outbox.seq],
+    doomed: and(isNotNull(outbox.sentAt), lt(outbox.sentAt, cutoff)),
+    limit: options.limit,
+  });
   return deleted.length;
 }

@@ -1,4 +1,10 @@
-import { backoffDelay, type Clock, ConfigurationError } from '@idem/core';
+import {
+  backoffDelay,
+  type Clock,
+  ConfigurationError,
+  notifyObserver,
+  requirePositive,
+} from '@idem/core';
 import { claimBatch } from './claimBatch.js';
 import { cleanupSent } from './cleanupSent.js';
 import { listDeadLetters, redriveDeadLetters } from './deadLetters.js';
@@ -56,13 +62,8 @@ export function createRelay(options: RelayOptions): Relay {
   /** The last "unreachable" error of the latest round, for `publisher_unavailable`. */
   let unreachableError: unknown;
 
-  const emit = (event: RelayEvent) => {
-    try {
-      options.onEvent?.(event);
-    } catch {
-      // Observability must never stop the relay.
-    }
-  };
+  // Observability must never stop the relay.
+  const emit = (event: RelayEvent) => notifyObserver(options.onEvent, event);
 
   const delayFor = (consecutive: number) =>
     backoffDelay({
@@ -277,19 +278,11 @@ export function createRelay(options: RelayOptions): Relay {
   };
 }
 
-function positiveInteger(name: string, value: number): number {
-  if (!(Number.isInteger(value) && value > 0)) {
-    throw new ConfigurationError(`createRelay: ${name} must be a positive integer; got ${value}.`);
-  }
-  return value;
-}
+const positiveInteger = (name: string, value: number) =>
+  requirePositive(`createRelay: ${name}`, value, { integer: true });
 
-function positiveNumber(name: string, value: number): number {
-  if (!(Number.isFinite(value) && value > 0)) {
-    throw new ConfigurationError(`createRelay: ${name} must be a positive number; got ${value}.`);
-  }
-  return value;
-}
+const positiveNumber = (name: string, value: number) =>
+  requirePositive(`createRelay: ${name}`, value);
 
 function nonNegative(name: string, value: number): number {
   if (!(Number.isFinite(value) && value >= 0)) {

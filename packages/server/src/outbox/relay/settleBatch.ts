@@ -2,7 +2,7 @@ import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
 import { executeRows } from '../../drizzle/rows.js';
-import { sqlNow } from '../internal/sqlNow.js';
+import { sqlNow } from '../../drizzle/sqlTime.js';
 import { outboxEvents as outbox } from '../schema.js';
 
 /** What became of one claimed event. */
