@@ -270,6 +270,41 @@ for (const backend of backends) {
       expect(winner.record).toMatchObject({ version: 3, attempts: 3 });
     });
 
+    it('with expectNewKeys, claims a new key with a plain INSERT and answers an existing one through the full claim', async () => {
+      const { clock, db } = await fresh();
+      const logged = drizzleStore(db, { clock, expectNewKeys: true, lockWaitMs: 1_000 });
+      const plain = drizzleStore(db, { clock });
+      const first = await logged.claim(request());
+      expect(first).toMatchObject({ status: 'claimed', takeover: false, record: { version: 1 } });
+      await logged.complete(leaseTokenOf(first.record), { kind: 'success', value: 7 }, TTL_MS);
+      expect(await logged.claim(request())).toMatchObject({
+        status: 'replay',
+        record: { outcome: { kind: 'success', value: 7 } },
+      });
+      expect((await logged.claim(request({ fingerprint: 'fp-b' }))).status).toBe('mismatch');
+      // An abandoned key is taken over as by any store.
+      const abandoned = await plain.claim(request({ key: 'key-2' }));
+      clock.advance(LEASE_MS);
+      expect(await logged.claim(request({ key: 'key-2' }))).toMatchObject({
+        status: 'claimed',
+        takeover: true,
+        record: { version: abandoned.record.version + 1, attempts: 2 },
+      });
+      // In a transaction, the bound on the lock wait never outlives the claim statement.
+      await db.transaction(async (tx) => {
+        const inTx = drizzleStore(tx, { clock, expectNewKeys: true, lockWaitMs: 1_000 });
+        const lockTimeout = async () =>
+          (
+            await rows<{ value: string }>(tx, sql`select current_setting('lock_timeout') as value`)
+          )[0]!.value;
+        const before = await lockTimeout();
+        expect((await inTx.claim(request({ key: 'key-3' }))).status).toBe('claimed');
+        expect(await lockTimeout()).toBe(before);
+        expect((await inTx.claim(request({ key: 'key-3' }))).status).toBe('in_progress');
+        expect(await lockTimeout()).toBe(before);
+      });
+    });
+
     describe('on the database clock', () => {
       const storeOnDatabaseClock = async () => {
         await database().truncate();

@@ -20,6 +20,7 @@ function label(query: string): string {
       'restore lock_timeout',
     ],
     [/^with "?inserted"? as \(insert into "idem_keys"/, 'claim'],
+    [/^insert into "idem_keys"/, 'claim'], // transaction mode, after its read found no key
     [/^update "idem_keys" set "fingerprint"/, 'take over'],
     [/^select .* from "idem_keys"/, 'read record'],
     [/^update "idem_keys" set "status"/, 'complete'],

@@ -39,6 +39,15 @@ export interface DrizzleStoreOptions {
    * @default undefined (Postgres' `lock_timeout`, unchanged)
    */
   lockWaitMs?: number;
+  /**
+   * The caller has just read that the key is not completed (transaction mode's read
+   * before its transaction): a claim first tries a plain `INSERT … ON CONFLICT DO NOTHING`,
+   * a statement far cheaper to build than the full claim (which a store made for one
+   * transaction builds on every request), and runs the full claim only when the key
+   * exists after all.
+   * @default false
+   */
+  expectNewKeys?: boolean;
 }
 
 /**
@@ -146,6 +155,15 @@ export function drizzleStore(
 
   return {
     async claim(request: ClaimRequest): Promise<ClaimResult> {
+      if (options.expectNewKeys) {
+        const [row] = await statements
+          .insertNew()
+          .execute(bind({ ...claimValues(request), ...(lockWait && { lockWait }) }));
+        if (row) {
+          const { restored: _, ...columns } = row;
+          return { status: 'claimed', takeover: false, record: toRecord(columns) };
+        }
+      }
       for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
         const found = await insertOrRead(request);
         // Nothing: a concurrent claim inserted the key after this statement's snapshot was
@@ -222,26 +240,40 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLo
   const leaseExpired = sql`(${keys.lockedUntil} is null or ${keys.lockedUntil} <= ${now})`;
   const expired = sql`(${keys.expiresAt} <= ${now} and (${keys.status} = 'completed' or ${leaseExpired}))`;
 
+  // The values of a claimed new key. With a bound, `attempts` carries it (see BOUND_LOCK_WAIT).
+  const newKey = {
+    scope: param.scope,
+    key: param.key,
+    fingerprint: param.fingerprint,
+    status: 'in_progress',
+    version: 1,
+    lockedUntil: sqlLater(now, param.leaseMs),
+    attempts: boundLockWait ? sql`(${BOUND_LOCK_WAIT})` : 1,
+    outcome: null,
+    steps: sql`'{}'::jsonb`,
+    createdAt: now,
+    completedAt: null,
+    expiresAt: sqlLater(now, param.ttlMs),
+  } as const;
+  // With a bound, RETURNING puts `lock_timeout` back: it runs after the insert (and its wait).
+  const restored = boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`;
+
+  const insertNew = once(() =>
+    db
+      .insert(keys)
+      .values(newKey)
+      .onConflictDoNothing({ target: [keys.scope, keys.key] })
+      .returning({ ...COLUMNS, restored })
+      .prepare(name('insert_new')),
+  );
+
   const claim = once(() => {
     // Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing, so a replay, a
     // mismatch or an in-progress answer takes no transaction id and writes no WAL.
     const inserted = db.$with('inserted').as(
       db
         .insert(keys)
-        .values({
-          scope: param.scope,
-          key: param.key,
-          fingerprint: param.fingerprint,
-          status: 'in_progress',
-          version: 1,
-          lockedUntil: sqlLater(now, param.leaseMs),
-          attempts: boundLockWait ? sql`(${BOUND_LOCK_WAIT})` : 1,
-          outcome: null,
-          steps: sql`'{}'::jsonb`,
-          createdAt: now,
-          completedAt: null,
-          expiresAt: sqlLater(now, param.ttlMs),
-        })
+        .values(newKey)
         .onConflictDoNothing({ target: [keys.scope, keys.key] })
         .returning(),
     );
@@ -282,7 +314,7 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLo
       .with(inserted)
       .select({
         ...found._.selectedFields,
-        restored: boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`,
+        restored,
       })
       .from(found)
       .prepare(name('claim'));
@@ -360,6 +392,7 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLo
   );
 
   return {
+    insertNew,
     claim,
     takeOver,
     complete: fencedUpdate('complete', {

@@ -141,7 +141,7 @@ export function transactionMode(config: TransactionModeConfig) {
         admitted = true;
         clock.clearTimeout(admissionTimer);
         if (abandoned) throw new Abandoned();
-        const store = drizzleStore(tx, { lockWaitMs });
+        const store = drizzleStore(tx, { lockWaitMs, expectNewKeys: true });
         let claim: ClaimResult;
         try {
           claim = await store.claim({ scope, key, fingerprint, leaseMs, ttlMs });
