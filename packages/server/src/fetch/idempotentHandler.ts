@@ -1,10 +1,10 @@
 import {
   ConfigurationError,
-  canonicalJson,
   createIdempotency,
   defaultErrorPolicy,
   type ErrorDecision,
   type ErrorPolicyOption,
+  fingerprintNow,
   type HandlerContext,
   IDEMPOTENCY_KEY_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
@@ -15,7 +15,6 @@ import {
   isLeaseLostError,
   parseKeyHeader,
   resolveErrorPolicy,
-  sha256Hex,
   validateKey,
 } from '@idem/core';
 import { drizzleStore } from '../drizzle/drizzleStore.js';
@@ -301,13 +300,12 @@ export function idempotentHandler<TRequired extends boolean = true>(
         'idempotentHandler()',
       );
       // Key order in a JSON body does not matter; any other body counts byte for byte.
-      const fingerprint = await sha256Hex(
-        canonicalJson({
-          method,
-          route: routeName,
-          body: json !== undefined ? { json } : encodeBody(bytes),
-        }),
-      );
+      let fingerprint = fingerprintNow({
+        method,
+        route: routeName,
+        body: json !== undefined ? { json } : encodeBody(bytes),
+      });
+      if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
       return await respond(storedUnder, key, fingerprint, body);
     } catch (error) {
       const answer = idempotencyErrorResponse(error, docsUrl);
