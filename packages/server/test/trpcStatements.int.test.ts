@@ -35,7 +35,8 @@ function label(query: string): string {
 
 /**
  * The statements each kind of request sends, in the order they are dispatched. This is
- * the cost budget of DESIGN.md made executable. (Drizzle's logger does not see BEGIN and
+ * idem's cost budget made executable (transaction mode: claim and completion inside the
+ * procedure's transaction; a replay: one read). (Drizzle's logger does not see BEGIN and
  * COMMIT, which the driver sends around every transaction-mode request.)
  */
 for (const backend of backends) {

@@ -21,7 +21,7 @@ interface Counts {
  * postgres-js pool. Calls run one after another through the real router (tRPC's
  * `createCaller`, the same middleware as over HTTP), so every write to the socket is a
  * flight the request waits for. This is the evidence for where the time of the HTTP and
- * store scenarios goes: DESIGN.md budgets statements; postgres-js sends an unprepared
+ * store scenarios goes: idem's cost budget counts statements; postgres-js sends an unprepared
  * statement with parameters in two flights (Parse/Describe, then Bind/Execute), and
  * Drizzle sends every statement unprepared.
  */
