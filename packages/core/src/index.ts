@@ -54,7 +54,7 @@ export { requirePositive } from './requirePositive.js';
 export { type BackoffOptions, backoffDelay } from './retry/backoff.js';
 export { type Random, seededRandom } from './retry/Random.js';
 export { RetryBudget, type RetryBudgetOptions, type RetryKind } from './retry/RetryBudget.js';
-export { parseRetryAfter } from './retry/retryAfter.js';
+export { parseRetryAfter, retryAfterSeconds } from './retry/retryAfter.js';
 export { type Serializer, taggedJsonSerializer } from './serializer.js';
 export { type MemoryStore, type MemoryStoreOptions, memoryStore } from './testing/memoryStore.js';
 export { MAX_KEY_LENGTH, validateKey } from './validateKey.js';

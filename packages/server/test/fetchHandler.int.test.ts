@@ -11,12 +11,12 @@ import {
 } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_ERROR_DOCS_URL } from '../src/errorDocs.js';
 import {
   DEFAULT_REPLAY_HEADERS,
   type IdempotentHandlerOptions,
   idempotentHandler,
 } from '../src/fetch/index.js';
-import { DEFAULT_ERROR_DOCS_URL } from '../src/trpc/withIdempotencyErrorData.js';
 import { backends, connect, createScratchDatabase, rows, useDatabase } from './harness.js';
 
 const SQL_OR_STACK = /insert into|select |idem_keys|Failed query|\n\s+at |\.ts:\d+|node_modules/i;

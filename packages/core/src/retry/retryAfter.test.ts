@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseRetryAfter } from './retryAfter.js';
+import { parseRetryAfter, retryAfterSeconds } from './retryAfter.js';
 
 // Sun, 06 Nov 1994 08:49:37 GMT: the example date of RFC 9110.
 const EXAMPLE_MS = Date.UTC(1994, 10, 6, 8, 49, 37);
@@ -131,6 +131,24 @@ describe('parseRetryAfter', () => {
           }
         },
       ),
+    );
+  });
+});
+
+describe('retryAfterSeconds', () => {
+  it('rounds up to whole seconds, never below 0, and parseRetryAfter reads back at least the wait', () => {
+    expect(retryAfterSeconds(0)).toBe(0);
+    expect(retryAfterSeconds(-5)).toBe(0);
+    expect(retryAfterSeconds(1)).toBe(1);
+    expect(retryAfterSeconds(1_000)).toBe(1);
+    expect(retryAfterSeconds(1_001)).toBe(2);
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 10_000_000 }), (ms) => {
+        const header = String(retryAfterSeconds(ms));
+        const parsed = parseRetryAfter(header, 0)!;
+        expect(parsed).toBeGreaterThanOrEqual(ms);
+        expect(parsed - ms).toBeLessThan(1_000);
+      }),
     );
   });
 });

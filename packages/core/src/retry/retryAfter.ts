@@ -1,4 +1,12 @@
 /**
+ * The `Retry-After` header value (delay-seconds) for a wait of `retryAfterMs`: whole
+ * seconds, rounded up so that a client never comes back early; 0 for no wait.
+ */
+export function retryAfterSeconds(retryAfterMs: number): number {
+  return Math.ceil(Math.max(0, retryAfterMs) / 1000);
+}
+
+/**
  * Parses a `Retry-After` header (RFC 9110 §10.2.3) into a delay in milliseconds from
  * `nowMs`, or `undefined` when the value is absent or not valid.
  *

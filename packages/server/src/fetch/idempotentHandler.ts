@@ -19,8 +19,8 @@ import {
 } from '@idem/core';
 import { drizzleStore } from '../drizzle/drizzleStore.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import { DEFAULT_ERROR_DOCS_URL } from '../errorDocs.js';
 import { storedScope } from '../storedScope.js';
-import { DEFAULT_ERROR_DOCS_URL } from '../trpc/withIdempotencyErrorData.js';
 import {
   idempotencyErrorResponse,
   type ProblemCode,

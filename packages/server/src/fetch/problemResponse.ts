@@ -8,9 +8,11 @@ import {
   isRequestInProgressError,
   isUnserializableValueError,
   RETRY_AFTER_HEADER,
+  retryAfterSeconds,
 } from '@idem/core';
+import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../errorDocs.js';
 import { UnstorablePrincipalError } from '../storedScope.js';
-import { DEFAULT_ERROR_DOCS_URL } from '../trpc/withIdempotencyErrorData.js';
+import { STORE_FAILED_MESSAGE } from '../storeFailedMessage.js';
 
 /** The media type of an RFC 9457 problem document. */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
@@ -73,12 +75,8 @@ export function problemOf(
   detail: string,
   docsUrl: string = DEFAULT_ERROR_DOCS_URL,
 ): IdempotencyProblem {
-  return { type: `${docsUrl}#${code.toLowerCase()}`, title: TITLES[code], status, detail, code };
+  return { type: errorTypeUrl(docsUrl, code), title: TITLES[code], status, detail, code };
 }
-
-const STORE_FAILED =
-  'The idempotency store failed (it could not be reached, or refused a statement); retry ' +
-  'the request with the same key.';
 
 /**
  * The answer to an error idem raised before or around the handler: 400 for a bad key or an
@@ -97,7 +95,7 @@ export function idempotencyErrorResponse(error: unknown, docsUrl: string): Respo
     return problemResponse(
       { ...problem('REQUEST_IN_PROGRESS', 409), retryAfterMs: error.retryAfterMs },
       {
-        [RETRY_AFTER_HEADER]: String(Math.ceil(Math.max(0, error.retryAfterMs) / 1000)),
+        [RETRY_AFTER_HEADER]: String(retryAfterSeconds(error.retryAfterMs)),
         [IDEMPOTENCY_STATUS_HEADER]: 'in-progress',
       },
     );
@@ -130,5 +128,5 @@ export function plainProblem(status: number, title: string, detail: string): Pro
  * message may hold SQL text and values, which a response must never show.
  */
 export function storeFailedResponse(): Response {
-  return problemResponse(plainProblem(500, 'Internal Server Error', STORE_FAILED));
+  return problemResponse(plainProblem(500, 'Internal Server Error', STORE_FAILED_MESSAGE));
 }

@@ -9,6 +9,7 @@ import {
   InvalidKeyError,
   parseKeyHeader,
   RETRY_AFTER_HEADER,
+  retryAfterSeconds,
 } from '@idem/core';
 import { batchKeys } from './batchKeys.js';
 
@@ -127,7 +128,7 @@ export function idempotencyContext(
   const keyOf = 'req' in options ? httpKeys(options.req.headers, batch) : () => options.key;
   const replayedIndices = new Set<number>();
   const statuses = new Map<number, IdempotencyStatus>();
-  let retryAfterSeconds = -1;
+  let longestRetryAfterSeconds = -1;
 
   const calls = 'req' in options ? options.info?.calls : undefined;
   return {
@@ -147,11 +148,11 @@ export function idempotencyContext(
       busy(batchIndex, status, retryAfterMs) {
         if (!responseHeaders) return;
         // The longest wait of any call: retrying sooner would only meet the same answer.
-        retryAfterSeconds = Math.max(
-          retryAfterSeconds,
-          Math.ceil(Math.max(0, retryAfterMs) / 1000),
+        longestRetryAfterSeconds = Math.max(
+          longestRetryAfterSeconds,
+          retryAfterSeconds(retryAfterMs),
         );
-        setHeader(responseHeaders, RETRY_AFTER_HEADER, String(retryAfterSeconds));
+        setHeader(responseHeaders, RETRY_AFTER_HEADER, String(longestRetryAfterSeconds));
         if (!batch) {
           setHeader(responseHeaders, IDEMPOTENCY_STATUS_HEADER, status);
           return;

@@ -7,6 +7,7 @@ import {
   isUnserializableValueError,
 } from '@idem/core';
 import { TRPCError } from '@trpc/server';
+import { STORE_FAILED_MESSAGE } from '../storeFailedMessage.js';
 import type { IdempotencyRequest } from './idempotencyContext.js';
 
 /**
@@ -43,12 +44,12 @@ export function toTRPCError(
   // Anything else came from the store (a lost connection, a refused statement): its message
   // may hold SQL text and values, which a response must never show. It stays the `cause`,
   // for the server's logs and `onError`.
-  return new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: STORE_FAILED, cause: error });
+  return new TRPCError({
+    code: 'INTERNAL_SERVER_ERROR',
+    message: STORE_FAILED_MESSAGE,
+    cause: error,
+  });
 }
-
-const STORE_FAILED =
-  'The idempotency store failed (it could not be reached, or refused a statement); retry ' +
-  'the call with the same key.';
 
 /** By shape, not `instanceof`: a bundler may load two copies of `@trpc/server`. */
 function isTRPCErrorLike(error: unknown): boolean {

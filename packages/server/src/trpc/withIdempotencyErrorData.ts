@@ -5,13 +5,10 @@ import {
   isLeaseLostError,
   isRequestInProgressError,
 } from '@idem/core';
+import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../errorDocs.js';
 import { isInputTooLargeError } from './InputTooLargeError.js';
 
-/**
- * Where `data.idempotency.type` points by default: this package's README, whose section
- * "Error codes" has a heading per code (`#invalid_key`, `#key_mismatch`, …).
- */
-export const DEFAULT_ERROR_DOCS_URL = 'https://www.npmjs.com/package/@idem/server';
+export { DEFAULT_ERROR_DOCS_URL };
 
 /**
  * `data.idempotency` of an error that idem itself raised: what a client needs to tell, for
@@ -79,20 +76,19 @@ function idempotencyDataOf(cause: unknown, docsUrl: string): IdempotencyErrorDat
   if (isInputTooLargeError(cause)) {
     return {
       code: cause.code,
-      type: typeOf(docsUrl, cause.code),
+      type: errorTypeUrl(docsUrl, cause.code),
       maxInputBytes: cause.maxInputBytes,
     };
   }
   if (!isIdempotencyError(cause)) return undefined;
-  const idempotency: IdempotencyErrorData = { code: cause.code, type: typeOf(docsUrl, cause.code) };
+  const idempotency: IdempotencyErrorData = {
+    code: cause.code,
+    type: errorTypeUrl(docsUrl, cause.code),
+  };
   if (isRequestInProgressError(cause)) idempotency.retryAfterMs = cause.retryAfterMs;
   if (isLeaseLostError(cause)) idempotency.retryAfterMs = 0;
   if (isInvalidKeyError(cause)) idempotency.reason = cause.reason;
   return idempotency;
-}
-
-function typeOf(docsUrl: string, code: string): string {
-  return `${docsUrl}#${code.toLowerCase()}`;
 }
 
 /**

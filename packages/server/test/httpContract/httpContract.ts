@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
-import { DEFAULT_ERROR_DOCS_URL } from '../../src/trpc/withIdempotencyErrorData.js';
+import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../../src/errorDocs.js';
 import { sendRaw } from '../httpClient.js';
 import type { ContractRoute, ContractTarget, HttpAnswer } from './ContractTarget.js';
 
 const ALLOWED = '1–255 printable ASCII characters (0x20–0x7E)';
-const docsLink = (code: string) => `${DEFAULT_ERROR_DOCS_URL}#${code.toLowerCase()}`;
+const docsLink = (code: string) => errorTypeUrl(DEFAULT_ERROR_DOCS_URL, code);
 
 /**
  * idem's HTTP contract, for any endpoint style: the cases whose answer does not depend on
