@@ -142,6 +142,13 @@ function clientLinks(
       baseDelayMs: 5,
       maxDelayMs: 200,
       maxAttempts: MAX_ATTEMPTS,
+      // What this run checks is exactly-once, not latency. On a loaded 2-core CI machine
+      // (a Next.js build and other suites beside it) the in-process server can leave an
+      // attempt unanswered for more than the default 10 s, and a call that then runs out
+      // of deadline ends with an unknown outcome: not a duplicate, but not the settled
+      // call this test counts. The bounds are sized for that machine instead.
+      attemptTimeoutMs: 120_000,
+      deadlineMs: 280_000,
       // The default budget (KEYED_RETRY_BUDGET): at 40 % of attempts failing a call needs
       // 0.4 / 0.6 ≈ 0.67 retries, 5 tokens each, and earns 5 back per successful call, so
       // the bucket gains about 1.7 tokens per call and never runs dry.
