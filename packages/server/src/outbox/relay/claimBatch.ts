@@ -7,6 +7,8 @@ import { outboxEvents as outbox } from '../schema.js';
 
 /** An event a relay holds the lease of. */
 export interface ClaimedEvent {
+  /** The row's key: settling a published batch finds its rows by it. */
+  seq: number;
   message: OutboxMessage;
   /** Failed attempts so far. */
   attempts: number;
@@ -73,6 +75,7 @@ export async function claimBatch(
     });
   rows.sort((a, b) => a.seq - b.seq);
   return rows.map((row) => ({
+    seq: row.seq,
     attempts: row.attempts,
     message: {
       id: row.id,

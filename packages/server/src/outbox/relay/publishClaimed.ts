@@ -68,7 +68,7 @@ function decide(
   result: PublishResult,
 ): PublishAttempt {
   const { id } = claimed.message;
-  if (result.ok) return { settlement: { id, outcome: 'sent' } };
+  if (result.ok) return { settlement: { id, seq: claimed.seq, outcome: 'sent' } };
   const { error } = result;
   if (isTransient(policy.publisher, error)) {
     return { settlement: { id, outcome: 'release', error: errorText(error) }, error };

@@ -8,7 +8,7 @@ import { outboxEvents as outbox } from '../schema.js';
 /** What became of one claimed event. */
 export type Settlement =
   /** Published: mark it sent. */
-  | { id: string; outcome: 'sent' }
+  | { id: string; seq: number; outcome: 'sent' }
   /** Failed: count the attempt and try again after `delayMs`. */
   | { id: string; outcome: 'retry'; error: string; delayMs: number }
   /** Failed for the last time: count the attempt and dead-letter it. */
@@ -29,6 +29,21 @@ export async function settleBatch(
 ): Promise<Set<string>> {
   if (settlements.length === 0) return new Set();
   const now = sqlNow(clock);
+  const sentSeqs = settlements.flatMap((settlement) =>
+    settlement.outcome === 'sent' ? [settlement.seq] : [],
+  );
+  if (sentSeqs.length === settlements.length) {
+    // The usual round: everything was published. Its rows are found by primary key, in
+    // order, from one array, and only the sent mark is computed: in the bench's rounds of
+    // 1,000 this costs less Postgres time than joining a JSON record set on the event id.
+    const rows = await executeRows<{ id: string }>(
+      db,
+      sql`update ${outbox} set sent_at = ${now}, locked_until = null, locked_by = null
+        where ${outbox.seq} = any(${`{${sentSeqs.join(',')}}`}::bigint[]) and ${outbox.lockedBy} = ${token}
+        returning ${outbox.id}::text as id`,
+    );
+    return new Set(rows.map((row) => row.id));
+  }
   // One JSON parameter for the whole batch: the statement's text is the same for every
   // batch size, so there is nothing to build per event and one value to send.
   const values = JSON.stringify(
