@@ -187,7 +187,7 @@ for (const backend of backends) {
     it('replays U+0000 and lone surrogates exactly through the engine’s serializer', async () => {
       const { clock, store } = await fresh();
       const idempotency = createIdempotency({ store, clock });
-      const value = { text: 'a\u0000b\ud800', ['k\u0000']: ['\udfff'] };
+      const value = { text: 'a\u0000b\ud800', 'k\u0000': ['\udfff'] };
       const request = { scope: 'user:1/echo', key: 'nul-1', input: 1 };
       await idempotency.execute(request, async (ctx) => {
         await ctx.step('echo', () => value);
