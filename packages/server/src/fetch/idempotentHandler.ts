@@ -10,8 +10,6 @@ import {
   IDEMPOTENT_REPLAYED_HEADER,
   type IdempotencyOptions,
   type IdempotencyStore,
-  InvalidKeyError,
-  isInvalidKeyError,
   isLeaseLostError,
   parseKeyHeader,
   resolveErrorPolicy,
@@ -21,6 +19,7 @@ import { drizzleStore } from '../drizzle/drizzleStore.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { DEFAULT_ERROR_DOCS_URL } from '../errorDocs.js';
 import { storedScope } from '../storedScope.js';
+import { validateDerivedKey } from '../validateDerivedKey.js';
 import {
   idempotencyErrorResponse,
   type ProblemCode,
@@ -287,7 +286,10 @@ export function idempotentHandler<TRequired extends boolean = true>(
     try {
       if (derive) {
         const derived = await derive({ request: body, text, json });
-        key = derived === undefined ? headerKey(request) : derivedKey(derived);
+        key =
+          derived === undefined
+            ? headerKey(request)
+            : validateDerivedKey(derived, 'from the request');
       }
       if (key === undefined) {
         if (!required) return await run(body, undefined);
@@ -371,20 +373,6 @@ export function idempotentHandler<TRequired extends boolean = true>(
       if (known) return known;
       return storeFailedResponse();
     }
-  }
-}
-
-/** A key that `key()` derived, validated with a message that says where it came from. */
-function derivedKey(derived: string): string {
-  try {
-    return validateKey(derived);
-  } catch (error) {
-    if (!isInvalidKeyError(error)) throw error;
-    throw new InvalidKeyError(
-      error.reason,
-      `The key that key() derived from the request is not valid: ${error.message}`,
-      { cause: error },
-    );
   }
 }
 

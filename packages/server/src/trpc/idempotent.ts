@@ -6,7 +6,6 @@ import {
   IDEMPOTENCY_KEY_HEADER,
   InvalidKeyError,
   isConfigurationError,
-  isInvalidKeyError,
   isUnserializableValueError,
   notifyObserver,
   requirePositive,
@@ -22,6 +21,7 @@ import {
 import { drizzleStore } from '../drizzle/drizzleStore.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { storedScope, UnstorablePrincipalError } from '../storedScope.js';
+import { validateDerivedKey } from '../validateDerivedKey.js';
 import type {
   ContextWith,
   LeaseIdempotency,
@@ -174,16 +174,7 @@ export function idempotent(
     const input = opts.input !== undefined ? opts.input : rawInput;
     const derived = await derive!({ input, ctx: opts.ctx, path: opts.path });
     if (derived === undefined) return sentKeyOf(request, opts.batchIndex);
-    try {
-      return validateKey(derived);
-    } catch (error) {
-      if (!isInvalidKeyError(error)) throw error;
-      throw new InvalidKeyError(
-        error.reason,
-        `The key that key() derived for "${opts.path}" is not valid: ${error.message}`,
-        { cause: error },
-      );
-    }
+    return validateDerivedKey(derived, `for "${opts.path}"`);
   };
 
   const middleware: AnyTRPCMiddlewareFunction = async (opts) => {
