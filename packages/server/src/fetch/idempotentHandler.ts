@@ -11,14 +11,20 @@ import {
   type IdempotencyOptions,
   type IdempotencyStore,
   isLeaseLostError,
+  notifyObserver,
   parseKeyHeader,
   resolveErrorPolicy,
   validateKey,
 } from '@idem/core';
 import { drizzleStore } from '../drizzle/drizzleStore.js';
-import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
 import { DEFAULT_ERROR_DOCS_URL } from '../errorDocs.js';
 import { storedScope } from '../storedScope.js';
+import {
+  lockWaitOf,
+  type TransactionContext,
+  transactionMode,
+} from '../transactionMode/transactionMode.js';
 import { validateDerivedKey } from '../validateDerivedKey.js';
 import {
   idempotencyErrorResponse,
@@ -56,8 +62,20 @@ export type HandlerIdempotency<TRequired extends boolean> = TRequired extends fa
   ? HandlerContext | undefined
   : HandlerContext;
 
+/** `idempotency` in a transaction-mode handler: core's context plus `tx`, the transaction to write through. */
+export type HandlerTransactionIdempotency<TTx, TRequired extends boolean> = TRequired extends false
+  ? TransactionContext<TTx> | undefined
+  : TransactionContext<TTx>;
+
 export interface IdempotentHandlerOptions<TRequired extends boolean = true>
   extends Omit<IdempotencyOptions, 'store' | 'errorPolicy'> {
+  /**
+   * `'lease'`: the claim commits first and the handler runs under a lease (any side
+   * effects). `'transaction'` (needs `db`): the claim, the handler's writes through
+   * `idempotency.tx` and the stored response commit in one Postgres transaction.
+   * @default 'lease'
+   */
+  mode?: 'lease' | 'transaction';
   /** Where keys live (lease mode): any `IdempotencyStore`. One of `store` and `db` is required. */
   store?: IdempotencyStore;
   /** A Drizzle Postgres database; keys go to `idem_keys` through `drizzleStore(db)`. */
@@ -121,6 +139,17 @@ export interface IdempotentHandlerOptions<TRequired extends boolean = true>
   docsUrl?: string;
 }
 
+/** Transaction mode: the handler gets the transaction its writes go through as `idempotency.tx`. */
+export interface TransactionHandlerOptions<
+  TDb extends PgDatabaseLike,
+  TRequired extends boolean = true,
+> extends Omit<IdempotentHandlerOptions<TRequired>, 'mode' | 'store' | 'db'> {
+  mode: 'transaction';
+  /** The Drizzle Postgres database whose transaction the handler gets as `tx`. */
+  db: TDb;
+  store?: undefined;
+}
+
 /**
  * The default `responsePolicy`: a response below 400 is stored; from 400 on, the status
  * decides as it does for a thrown error in `@idem/core`'s `defaultErrorPolicy` (one rule).
@@ -135,6 +164,11 @@ class ReleasedResponse extends Error {
     super(`released a ${response.status} response`);
   }
 }
+
+/** How a handler ended in transaction mode: a response (read whole), or a failure thrown on. */
+type Ran =
+  | { ok: true; response: Response; stored: StoredResponse; policy: ErrorDecision }
+  | { ok: false; error: unknown };
 
 /** Every error that reaches the engine was already judged: it releases the key. */
 const RELEASE = { ...defaultErrorPolicy, classify: (): ErrorDecision => 'release' };
@@ -166,14 +200,26 @@ const decoder = new TextDecoder();
  * middleware), and the stored response is written fenced by the claim's version.
  * Options that cannot work together throw `ConfigurationError` here, at start-up.
  */
+export function idempotentHandler<TDb extends PgDatabaseLike, TRequired extends boolean = true>(
+  options: TransactionHandlerOptions<TDb, TRequired>,
+  handler: (
+    request: Request,
+    idempotency: HandlerTransactionIdempotency<TransactionOf<TDb>, TRequired>,
+  ) => Response | Promise<Response>,
+): (request: Request) => Promise<Response>;
 export function idempotentHandler<TRequired extends boolean = true>(
   options: IdempotentHandlerOptions<TRequired>,
   handler: (
     request: Request,
     idempotency: HandlerIdempotency<TRequired>,
   ) => Response | Promise<Response>,
+): (request: Request) => Promise<Response>;
+export function idempotentHandler(
+  options: IdempotentHandlerOptions<boolean> | TransactionHandlerOptions<PgDatabaseLike, boolean>,
+  handler: (request: Request, idempotency: never) => Response | Promise<Response>,
 ): (request: Request) => Promise<Response> {
   const {
+    mode = 'lease',
     store,
     db,
     scope,
@@ -200,6 +246,15 @@ export function idempotentHandler<TRequired extends boolean = true>(
       'idempotentHandler() needs `db` (a Drizzle Postgres database) or `store`.',
     );
   }
+  if (mode !== 'lease' && mode !== 'transaction') {
+    throw new ConfigurationError(`mode must be 'lease' or 'transaction'; got ${String(mode)}.`);
+  }
+  if (mode === 'transaction' && !db) {
+    throw new ConfigurationError(
+      "mode 'transaction' needs `db` (a Drizzle Postgres database): the key is claimed and " +
+        'completed inside the transaction the handler writes through, which a `store` cannot join.',
+    );
+  }
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0) {
     throw new ConfigurationError(
       `maxBodyBytes must be a positive whole number of bytes; got ${maxBodyBytes}.`,
@@ -220,10 +275,43 @@ export function idempotentHandler<TRequired extends boolean = true>(
     problemResponse(problemOf(code, status, detail, docsUrl));
   const missingKey = () =>
     problemResponse({ ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl), reason: 'missing' });
+  // In transaction mode the context carries `tx`; the overloads type each mode's handler.
   const run = handler as (
     request: Request,
     idempotency: HandlerContext | undefined,
   ) => Response | Promise<Response>;
+  const inTransaction =
+    mode === 'transaction'
+      ? transactionMode<Ran>({
+          db: db!,
+          settings: engine.settings,
+          lockWaitMs: lockWaitOf(engine.settings),
+          emit: (event) => notifyObserver(engineOptions.onEvent, { ...event, mode: 'transaction' }),
+          settle: (ran) => {
+            if (!ran.ok || ran.policy === 'release') {
+              return { kind: 'release', error: ran.ok ? undefined : ran.error };
+            }
+            // A stored refusal (4xx) answers every retry, but what the handler wrote before
+            // refusing is undone, as a thrown error would undo it.
+            return {
+              kind: ran.response.status < 400 ? 'commit' : 'undo',
+              value: ran.stored,
+            };
+          },
+          replay: (replayed) => {
+            // The handler's answers are stored as responses, never as errors.
+            if (!replayed.ok) throw replayed.error;
+            return {
+              ok: true,
+              response: replayedResponse(replayed.value as StoredResponse, {
+                [IDEMPOTENT_REPLAYED_HEADER]: 'true',
+              }),
+              stored: replayed.value as StoredResponse,
+              policy: 'store',
+            };
+          },
+        })
+      : undefined;
 
   const headerKey = (request: Request): string | undefined => {
     const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
@@ -316,6 +404,41 @@ export function idempotentHandler<TRequired extends boolean = true>(
     }
   };
 
+  /**
+   * Runs the handler and reads its response whole: the answer to send, what to store, and
+   * whether the policy stores it. A failure the policy releases is returned, to be thrown on.
+   */
+  async function runHandler(request: Request, context: HandlerContext): Promise<Ran> {
+    let response: Response;
+    try {
+      response = await run(request, context);
+    } catch (error) {
+      // A handler that lost its lease fails with whatever its code made of the aborted
+      // signal (an AbortError from fetch or a timer): the engine must see the
+      // LeaseLostError, so that it writes nothing and the answer is 409 LEASE_LOST.
+      const reason: unknown = context.signal.aborted ? context.signal.reason : undefined;
+      if (isLeaseLostError(reason)) throw reason;
+      if (isLeaseLostError(error)) throw error;
+      if (classifyThrown(error) === 'release') return { ok: false, error };
+      response = thrownErrorResponse(error);
+    }
+    let read: Awaited<ReturnType<typeof storeResponse>>;
+    try {
+      read = await storeResponse(response, replaySet);
+    } catch (error) {
+      // The handler's response body failed (a stream that errored, a body already used):
+      // the handler's failure, thrown on; the key is released.
+      return { ok: false, error };
+    }
+    const { bytes, stored } = read;
+    const answer = new Response(nullBodyStatus(response.status) ? null : (bytes as BodyInit), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+    return { ok: true, response: answer, stored, policy: responsePolicy(answer) };
+  }
+
   /** Runs the handler under the key, or replays the key's stored response. */
   async function respond(
     scope: string,
@@ -326,40 +449,27 @@ export function idempotentHandler<TRequired extends boolean = true>(
     let answer: Response | undefined;
     let thrown: { error: unknown } | undefined;
     try {
-      const outcome = await engine.execute({ scope, key, fingerprint }, async (context) => {
-        let response: Response;
-        try {
-          response = await run(request, context);
-        } catch (error) {
-          // A handler that lost its lease fails with whatever its code made of the aborted
-          // signal (an AbortError from fetch or a timer): the engine must see the
-          // LeaseLostError, so that it writes nothing and the answer is 409 LEASE_LOST.
-          const reason: unknown = context.signal.aborted ? context.signal.reason : undefined;
-          if (isLeaseLostError(reason)) throw reason;
-          if (isLeaseLostError(error)) throw error;
-          if (classifyThrown(error) === 'release') {
-            thrown = { error };
-            throw error;
-          }
-          response = thrownErrorResponse(error);
-        }
-        let read: Awaited<ReturnType<typeof storeResponse>>;
-        try {
-          read = await storeResponse(response, replaySet);
-        } catch (error) {
-          // The handler's response body failed (a stream that errored, a body already
-          // used): the handler's failure, thrown on; the key is released.
-          thrown = { error };
-          throw error;
-        }
-        const { bytes, stored } = read;
-        answer = new Response(nullBodyStatus(response.status) ? null : (bytes as BodyInit), {
-          status: response.status,
-          statusText: response.statusText,
-          headers: response.headers,
+      if (inTransaction) {
+        const { result } = await inTransaction({
+          scope,
+          key,
+          fingerprint,
+          signal: request.signal,
+          run: (context) => runHandler(request, context),
         });
-        if (responsePolicy(answer) === 'release') throw new ReleasedResponse(answer);
-        return stored;
+        if (result.ok) return result.response;
+        thrown = { error: result.error };
+        throw result.error;
+      }
+      const outcome = await engine.execute({ scope, key, fingerprint }, async (context) => {
+        const ran = await runHandler(request, context);
+        if (!ran.ok) {
+          thrown = { error: ran.error };
+          throw ran.error;
+        }
+        answer = ran.response;
+        if (ran.policy === 'release') throw new ReleasedResponse(answer);
+        return ran.stored;
       });
       if (!outcome.replayed) return answer!;
       return replayedResponse(outcome.value as StoredResponse, {

@@ -21,6 +21,7 @@ import {
 import { drizzleStore } from '../drizzle/drizzleStore.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { storedScope, UnstorablePrincipalError } from '../storedScope.js';
+import { lockWaitOf } from '../transactionMode/transactionMode.js';
 import { validateDerivedKey } from '../validateDerivedKey.js';
 import type {
   ContextWith,
@@ -41,8 +42,7 @@ import { trpcErrorPolicy } from './trpcErrorPolicy.js';
 
 /** @default of `maxInputBytes`. */
 export const DEFAULT_MAX_INPUT_BYTES = 1_048_576;
-/** How long a transaction-mode duplicate waits on the row lock with `inProgress: 'reject'`. */
-export const DEFAULT_LOCK_WAIT_MS = 5_000;
+export { DEFAULT_LOCK_WAIT_MS } from '../transactionMode/transactionMode.js';
 
 const MISSING_KEY =
   `This mutation requires an idempotency key: send it in the ${IDEMPOTENCY_KEY_HEADER} header ` +
@@ -152,10 +152,7 @@ export function idempotent(
       ? transactionMode({
           db: options.db!,
           settings: engine.settings,
-          lockWaitMs:
-            engine.settings.inProgress === 'reject'
-              ? DEFAULT_LOCK_WAIT_MS
-              : engine.settings.inProgress.waitMs,
+          lockWaitMs: lockWaitOf(engine.settings),
           emit: (event) => notifyObserver(onEvent, { ...event, mode: 'transaction' }),
         })
       : undefined;
