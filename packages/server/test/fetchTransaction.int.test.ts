@@ -1,0 +1,258 @@
+import { randomUUID } from 'node:crypto';
+import type { PGlite } from '@electric-sql/pglite';
+import { type Logger, sql } from 'drizzle-orm';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
+import { idempotentHandler } from '../src/fetch/index.js';
+import { deferred, until } from './fixtures/deferred.js';
+import { backends, connect, rows, useDatabase } from './harness.js';
+
+const CONCURRENCY = 50;
+
+const post = (key: string, body: unknown) =>
+  new Request('http://shop.test/orders', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key },
+    body: JSON.stringify(body),
+  });
+
+interface Order {
+  tag: string;
+  /** What the handler answers after writing its order. */
+  answer?: 'created' | 'refused' | 'unavailable' | 'throws-stored' | 'throws-transient';
+}
+
+for (const backend of backends) {
+  describe(`idempotentHandler in transaction mode on ${backend}`, () => {
+    const database = useDatabase(backend);
+    const executions = new Map<string, number>();
+    const gates = new Map<string, { arrived: () => void; open: Promise<void> }>();
+
+    beforeAll(async () => {
+      await database().db.execute(
+        sql`create table if not exists fetch_orders (id serial primary key, tag text not null)`,
+      );
+    });
+
+    /** A handler that writes one order through `tx`, then answers as the body asks. */
+    const handlerOn = (db: PgDatabaseLike, extra: { inProgress?: { waitMs: number } } = {}) =>
+      idempotentHandler(
+        { mode: 'transaction', db, scope: () => 'user:ann', ...extra },
+        async (request, { tx }) => {
+          const order = (await request.json()) as Order;
+          executions.set(order.tag, (executions.get(order.tag) ?? 0) + 1);
+          await tx.execute(sql`insert into fetch_orders (tag) values (${order.tag})`);
+          const gate = gates.get(order.tag);
+          if (gate) {
+            gate.arrived();
+            await gate.open;
+          }
+          switch (order.answer) {
+            case 'refused':
+              return Response.json({ error: 'out of stock' }, { status: 409 });
+            case 'unavailable':
+              return Response.json({ error: 'try later' }, { status: 503 });
+            case 'throws-stored':
+              throw Object.assign(new Error('The card was declined'), { status: 402 });
+            case 'throws-transient':
+              throw new Error('the warehouse did not answer');
+            default:
+              return Response.json({ order: order.tag, execution: executions.get(order.tag) });
+          }
+        },
+      );
+    const ordersOf = async (tag: string) =>
+      (
+        await rows<{ n: number }>(
+          database().db,
+          sql`select count(*)::int as n from fetch_orders where tag = ${tag}`,
+        )
+      )[0]!.n;
+    const recordOf = async (key: string) =>
+      (
+        await rows<{ status: string }>(
+          database().db,
+          sql`select status from idem_keys where key = ${key}`,
+        )
+      )[0]?.status;
+
+    it('commits the handler’s writes with the stored response; a replay writes nothing', async () => {
+      const handle = handlerOn(database().db);
+      const key = randomUUID();
+      const tag = randomUUID();
+      const first = await handle(post(key, { tag }));
+      expect(first.status).toBe(200);
+      const body = await first.text();
+      expect(JSON.parse(body)).toEqual({ order: tag, execution: 1 });
+      expect(await recordOf(key)).toBe('completed');
+      expect(await ordersOf(tag)).toBe(1);
+
+      const replay = await handle(post(key, { tag }));
+      expect(replay.status).toBe(200);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(await replay.text()).toBe(body);
+      expect(executions.get(tag)).toBe(1);
+      expect(await ordersOf(tag)).toBe(1);
+    });
+
+    it('a stored 4xx response, or a thrown error the policy stores, rolls the writes back and replays', async () => {
+      const handle = handlerOn(database().db);
+      for (const answer of ['refused', 'throws-stored'] as const) {
+        const key = randomUUID();
+        const tag = randomUUID();
+        const first = await handle(post(key, { tag, answer }));
+        expect(first.status).toBe(answer === 'refused' ? 409 : 402);
+        const body = await first.text();
+        expect(await ordersOf(tag)).toBe(0);
+        expect(await recordOf(key)).toBe('completed');
+
+        const replay = await handle(post(key, { tag, answer }));
+        expect(replay.status).toBe(first.status);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(await replay.text()).toBe(body);
+        expect(executions.get(tag)).toBe(1);
+        expect(await ordersOf(tag)).toBe(0);
+      }
+    });
+
+    it('a released answer (a 5xx, a transient throw) leaves nothing: no writes, no key; the retry runs', async () => {
+      const handle = handlerOn(database().db);
+      const key = randomUUID();
+      const tag = randomUUID();
+      const released = await handle(post(key, { tag, answer: 'unavailable' }));
+      expect(released.status).toBe(503);
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(key)).toBeUndefined();
+
+      const thrownKey = randomUUID();
+      await expect(handle(post(thrownKey, { tag, answer: 'throws-transient' }))).rejects.toThrow(
+        'the warehouse did not answer',
+      );
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(thrownKey)).toBeUndefined();
+
+      const retried = await handle(post(key, { tag }));
+      expect(retried.status).toBe(200);
+      expect(retried.headers.get('idempotent-replayed')).toBeNull();
+      expect(executions.get(tag)).toBe(3);
+      expect(await ordersOf(tag)).toBe(1);
+    });
+
+    it(`${CONCURRENCY} concurrent duplicates: one execution and one order; the others wait on the key, then replay`, async () => {
+      // A generous wait: on a loaded machine the duplicates must outlast the holder.
+      const handle = handlerOn(database().db, { inProgress: { waitMs: 60_000 } });
+      const key = randomUUID();
+      const tag = randomUUID();
+      const arrived = deferred();
+      const open = deferred();
+      gates.set(tag, { arrived: arrived.resolve, open: open.promise });
+      const responses = Array.from({ length: CONCURRENCY }, () => handle(post(key, { tag })));
+      await arrived.promise;
+      const { url } = database();
+      if (url) {
+        // Every other pooled connection is blocked on the holder's row: the row lock, not
+        // luck, keeps them out.
+        const observer = connect(url, 1);
+        try {
+          await until(
+            async () =>
+              (
+                await rows<{ n: number }>(
+                  observer,
+                  sql`select count(*)::int as n from pg_stat_activity
+                      where datname = current_database() and wait_event_type = 'Lock'`,
+                )
+              )[0]!.n >= 9,
+            { what: 'duplicates to wait on the row lock', timeoutMs: 60_000 },
+          );
+        } finally {
+          await observer.$client.end();
+        }
+      }
+      open.resolve();
+      const answered = await Promise.all(responses);
+      expect(answered.every((response) => response.status === 200)).toBe(true);
+      expect(
+        answered.filter((response) => response.headers.get('idempotent-replayed') === 'true'),
+      ).toHaveLength(CONCURRENCY - 1);
+      const bodies = new Set(await Promise.all(answered.map((response) => response.text())));
+      expect([...bodies]).toEqual([JSON.stringify({ order: tag, execution: 1 })]);
+      expect(executions.get(tag)).toBe(1);
+      expect(await ordersOf(tag)).toBe(1);
+    }, 120_000);
+
+    it('a duplicate that waits past inProgress.waitMs is answered 409 problem with Retry-After', async () => {
+      const handle = handlerOn(database().db, { inProgress: { waitMs: 100 } });
+      const key = randomUUID();
+      const tag = randomUUID();
+      const arrived = deferred();
+      const open = deferred();
+      gates.set(tag, { arrived: arrived.resolve, open: open.promise });
+      const holder = handle(post(key, { tag }));
+      await arrived.promise;
+      const duplicate = await handle(post(key, { tag }));
+      expect(duplicate.status).toBe(409);
+      expect(duplicate.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(duplicate.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(await duplicate.json()).toMatchObject({ code: 'REQUEST_IN_PROGRESS' });
+      open.resolve();
+      expect((await holder).status).toBe(200);
+      expect(executions.get(tag)).toBe(1);
+      expect(await ordersOf(tag)).toBe(1);
+    });
+
+    it('statements: a first request is the read, then claim ‖ writes ‖ completion in one transaction; a replay is one read', async () => {
+      const statements: string[] = [];
+      const logger: Logger = {
+        logQuery: (query) => {
+          const text = query.replace(/\s+/g, ' ').trim();
+          statements.push(
+            /^select .* from "idem_keys"/.test(text)
+              ? 'read record'
+              : /^insert into "idem_keys"|^with "?inserted"? as \(insert into "idem_keys"/.test(
+                    text,
+                  )
+                ? 'claim'
+                : /^update "idem_keys" set "status"/.test(text)
+                  ? 'complete'
+                  : /^insert into fetch_orders/.test(text)
+                    ? 'handler: insert order'
+                    : text.split(' ').slice(0, 3).join(' '),
+          );
+        },
+      };
+      const { db, url } = database();
+      let logged: PgDatabaseLike;
+      let close = async () => {};
+      if (url) {
+        const client = postgres(url, { max: 2, onnotice: () => {} });
+        logged = drizzlePostgres(client, { logger });
+        close = () => client.end();
+      } else {
+        logged = drizzlePglite((db as PgDatabaseLike & { $client: PGlite }).$client, { logger });
+      }
+      try {
+        const handle = handlerOn(logged);
+        const key = randomUUID();
+        const tag = randomUUID();
+        expect((await handle(post(key, { tag }))).status).toBe(200);
+        expect(statements).toEqual([
+          'read record',
+          'claim',
+          'savepoint idem_procedure',
+          'handler: insert order',
+          'complete',
+        ]);
+        statements.length = 0;
+        const replay = await handle(post(key, { tag }));
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(statements).toEqual(['read record']);
+      } finally {
+        await close();
+      }
+    });
+  });
+}
