@@ -1,13 +1,20 @@
 import { afterAll, beforeAll } from 'vitest';
-import { idempotentHandler } from '../../src/fetch/index.js';
+import { type IdempotentHandlerOptions, idempotentHandler } from '../../src/fetch/index.js';
 import { type FetchServer, serveFetch } from '../../src/testing/serveFetch.js';
 import { Gates } from '../fixtures/testApp.js';
 import { type BackendName, useDatabase } from '../harness.js';
 import type { ContractTarget, IdempotencyAnswer } from './ContractTarget.js';
 import { countKeys } from './trpcTarget.js';
 
-/** `idempotentHandler` around plain Fetch handlers, one per route under `/api/`. */
-export function useFetchTarget(backend: BackendName): () => ContractTarget {
+/**
+ * `idempotentHandler` around plain Fetch handlers, one per route under `/api/`, in lease
+ * mode or in transaction mode (where a duplicate waits on the key's row lock, here at most
+ * 300 ms, before its 409).
+ */
+export function useFetchTarget(
+  backend: BackendName,
+  mode: 'lease' | 'transaction' = 'lease',
+): () => ContractTarget {
   const database = useDatabase(backend);
   const executions = new Map<string, number>();
   const run = (tag: string) => {
@@ -20,9 +27,10 @@ export function useFetchTarget(backend: BackendName): () => ContractTarget {
 
   beforeAll(async () => {
     const { db } = database();
-    const options = {
+    const options: IdempotentHandlerOptions = {
       db,
       scope: (request: Request) => `user:${request.headers.get('x-user') ?? 'anonymous'}`,
+      ...(mode === 'transaction' && { mode, inProgress: { waitMs: 300 } }),
     };
     const echo = async (request: Request, gated: boolean, attempt: number) => {
       const input = (await request.json()) as { tag: string; payload?: unknown };

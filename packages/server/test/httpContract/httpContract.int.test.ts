@@ -1,5 +1,5 @@
 import { describe } from 'vitest';
-import { backends } from '../harness.js';
+import { type BackendName, backends } from '../harness.js';
 import { useFetchTarget } from './fetchTarget.js';
 import { httpContract } from './httpContract.js';
 import { useTrpcTarget } from './trpcTarget.js';
@@ -8,6 +8,10 @@ import { useTrpcTarget } from './trpcTarget.js';
 const targets = [
   { name: 'the tRPC middleware', use: useTrpcTarget },
   { name: 'idempotentHandler (Fetch API)', use: useFetchTarget },
+  {
+    name: 'idempotentHandler (Fetch API) in transaction mode',
+    use: (backend: BackendName) => useFetchTarget(backend, 'transaction'),
+  },
 ];
 
 for (const backend of backends) {
