@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { PGlite } from '@electric-sql/pglite';
+import { isConfigurationError, memoryStore } from '@idem/core';
 import { type Logger, sql } from 'drizzle-orm';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
@@ -256,3 +257,30 @@ for (const backend of backends) {
     });
   });
 }
+
+describe('idempotentHandler transaction-mode options', () => {
+  it("mode 'transaction' without db, or an unknown mode, throws ConfigurationError at start-up", () => {
+    const attempts = [
+      () =>
+        idempotentHandler(
+          { mode: 'transaction', store: memoryStore(), scope: () => 'user:ann' } as never,
+          () => new Response('ok'),
+        ),
+      () =>
+        idempotentHandler(
+          { mode: 'optimistic', store: memoryStore(), scope: () => 'user:ann' } as never,
+          () => new Response('ok'),
+        ),
+    ];
+    for (const attempt of attempts) {
+      let caught: unknown;
+      try {
+        attempt();
+      } catch (error) {
+        caught = error;
+      }
+      expect(isConfigurationError(caught)).toBe(true);
+      expect(String((caught as Error).message)).toMatch(/mode/);
+    }
+  });
+});

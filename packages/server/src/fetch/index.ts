@@ -2,9 +2,11 @@ export {
   DEFAULT_MAX_BODY_BYTES,
   type HandlerIdempotency,
   type HandlerKeyCall,
+  type HandlerTransactionIdempotency,
   type IdempotentHandlerOptions,
   idempotentHandler,
   storeResponseByStatus,
+  type TransactionHandlerOptions,
 } from './idempotentHandler.js';
 export {
   type IdempotencyProblem,
