@@ -195,9 +195,12 @@ const decoder = new TextDecoder();
  * );
  * ```
  *
- * The engine is `@idem/core`'s lease mode: the claim commits first, the handler runs under
- * a heartbeat-renewed lease (`idempotency.step`, `deriveKey`, `signal` as in the tRPC
- * middleware), and the stored response is written fenced by the claim's version.
+ * By default the engine is `@idem/core`'s lease mode: the claim commits first, the handler
+ * runs under a heartbeat-renewed lease (`idempotency.step`, `deriveKey`, `signal` as in the
+ * tRPC middleware), and the stored response is written fenced by the claim's version. With
+ * `mode: 'transaction'` it is the tRPC middleware's transaction mode: the claim, the
+ * handler's writes through `idempotency.tx` and the stored response commit together, and a
+ * stored refusal (4xx) keeps none of the handler's writes.
  * Options that cannot work together throw `ConfigurationError` here, at start-up.
  */
 export function idempotentHandler<TDb extends PgDatabaseLike, TRequired extends boolean = true>(

@@ -101,8 +101,8 @@ class Abandoned {}
  *    it; a takeover adds a fenced UPDATE). It bounds its own wait for a concurrent holder's
  *    row (`lock_timeout`, set and put back within the statement)
  * 4. `SAVEPOINT` ‖ the procedure's own statements (only when claimed)
- * 5. the fenced completion `UPDATE`; after a deterministic error, `ROLLBACK TO SAVEPOINT`
- *    and then the completion that stores the error
+ * 5. the fenced completion `UPDATE`; after a deterministic error (or a stored refusal,
+ *    `undo`), `ROLLBACK TO SAVEPOINT` and then the completion that stores the answer
  * 6. `COMMIT`; after a transient error `ROLLBACK` instead, and the key is free again
  *
  * Inside the transaction the key costs the claim and the completion, plus the savepoint
