@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
 import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
+import { keyHeader, user } from './fixtures/requestArbitraries.js';
 import { rows, useDatabase } from './harness.js';
 
 /**
@@ -82,24 +83,6 @@ function post(
   });
 }
 
-// A few keys, so that random requests meet: replays, mismatches, both spellings of one key.
-const poolKey = fc.constantFrom('k-1', 'k-2', 'order "7"', 'back\\slash', 'a,b');
-const quote = (key: string) => `"${key.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
-const keyHeader = fc.oneof(
-  { weight: 5, arbitrary: poolKey.map((key) => ({ 'idempotency-key': key })) },
-  { weight: 5, arbitrary: poolKey.map((key) => ({ 'idempotency-key': quote(key) })) },
-  fc.constant({ 'idempotency-key': '' }),
-  fc.constant({ 'idempotency-key': '"unterminated' }),
-  fc.constant({ 'idempotency-key': '"bad \\n escape"' }),
-  fc.constant({ 'idempotency-key': 'k'.repeat(256) }),
-  fc.constant({ 'idempotency-key': 'clé-1' }), // Latin-1 bytes on the wire
-  fc.tuple(poolKey, poolKey).map(([a, b]) => ({ 'idempotency-key': [a, b] })), // two fields
-  fc.constant({}), // no key
-);
-const user = fc.oneof(
-  { weight: 8, arbitrary: fc.constantFrom('ann', 'bob') },
-  { weight: 1, arbitrary: fc.constant('u'.repeat(3_000)) },
-);
 const path = fc.oneof(
   { weight: 8, arbitrary: fc.constantFrom('/api/order', '/api/note') },
   fc.constant('/api/nope'),

@@ -12,6 +12,7 @@ import {
   idempotent,
   withIdempotencyErrorData,
 } from '../src/trpc/index.js';
+import { keyHeader, user } from './fixtures/requestArbitraries.js';
 import { rows, useDatabase } from './harness.js';
 
 /**
@@ -107,26 +108,6 @@ function post(
   });
 }
 
-// A few keys, so that random requests meet: replays, mismatches, both spellings of one key.
-const poolKey = fc.constantFrom('k-1', 'k-2', 'order "7"', 'back\\slash', 'a,b');
-const quote = (key: string) => `"${key.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
-// Weighted so that well-formed calls are common enough to run, replay and collide.
-const keyHeader = fc.oneof(
-  { weight: 5, arbitrary: poolKey.map((key) => ({ 'idempotency-key': key })) }, // bare (with a comma: refused)
-  { weight: 5, arbitrary: poolKey.map((key) => ({ 'idempotency-key': quote(key) })) }, // sf-string
-  fc.constant({ 'idempotency-key': '' }),
-  fc.constant({ 'idempotency-key': '""' }),
-  fc.constant({ 'idempotency-key': '"unterminated' }),
-  fc.constant({ 'idempotency-key': '"bad \\n escape"' }),
-  fc.constant({ 'idempotency-key': 'k'.repeat(256) }),
-  fc.constant({ 'idempotency-key': 'clé-1' }), // Latin-1 bytes on the wire
-  fc.tuple(poolKey, poolKey).map(([a, b]) => ({ 'idempotency-key': [a, b] })), // two fields
-  fc.constant({}), // no key
-);
-const user = fc.oneof(
-  { weight: 8, arbitrary: fc.constantFrom('ann', 'bob') },
-  { weight: 1, arbitrary: fc.constant('u'.repeat(3_000)) },
-);
 const path = fc.oneof(
   { weight: 8, arbitrary: fc.constantFrom('lease', 'tx') },
   { weight: 3, arbitrary: fc.constantFrom('anything', 'noInput', 'ping', 'nope', 'lease,tx') },
