@@ -1,35 +1,17 @@
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import {
   attemptOutcomes,
   checkoutKeyOf,
-  launchChromium,
-  newShopper,
   payWith,
   type Shopper,
   screenshot,
+  shoppersIn,
   WAIT_MS,
   waitForCounts,
 } from './shopper';
 
 const baseUrl = inject('baseUrl');
-let browser: Browser;
-const shoppers: Shopper[] = [];
-
-beforeAll(async () => {
-  browser = await launchChromium();
-});
-
-afterAll(async () => {
-  for (const shopper of shoppers) await shopper.context.close();
-  await browser?.close();
-});
-
-async function shopper(): Promise<Shopper> {
-  const created = await newShopper(browser, baseUrl);
-  shoppers.push(created);
-  return created;
-}
+const shopper = shoppersIn(baseUrl);
 
 /** What the database holds for the checkout on screen. */
 async function databaseFor({ page, api }: Shopper) {

@@ -1,16 +1,14 @@
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import {
   attemptOutcomes,
   checkoutKeyOf,
   eventually,
   expectExactlyOnce,
-  launchChromium,
-  newShopper,
   payWith,
   type Shopper,
   screenshot,
   settledDatabase,
+  shoppersIn,
   WAIT_MS,
   waitForCounts,
 } from './shopper';
@@ -20,23 +18,7 @@ import {
  * whatever a person does with reloads, Back, tabs and browsers, the cart is paid once.
  */
 const baseUrl = inject('baseUrl');
-let browser: Browser;
-const shoppers: Shopper[] = [];
-
-beforeAll(async () => {
-  browser = await launchChromium();
-});
-
-afterAll(async () => {
-  for (const shopper of shoppers) await shopper.context.close();
-  await browser?.close();
-});
-
-async function shopper(options?: Parameters<typeof newShopper>[2]): Promise<Shopper> {
-  const created = await newShopper(browser, baseUrl, options);
-  shoppers.push(created);
-  return created;
-}
+const shopper = shoppersIn(baseUrl);
 
 /** The key record of a checkout, once it satisfies `done`. */
 function keyRecord(customer: Shopper, key: string, done: (record: KeyRecord) => boolean) {

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import superjson from 'superjson';
+import { afterAll, beforeAll } from 'vitest';
 import type { AppRouter } from '../src/server/routers/appRouter';
 
 export const artifactsDir = path.resolve(import.meta.dirname, '../artifacts');
@@ -73,6 +74,28 @@ export async function newShopper(
     ],
   });
   return { page, context, api };
+}
+
+/**
+ * One Chromium for a test file: launched before its tests, closed after them together with
+ * every shopper the returned function made.
+ */
+export function shoppersIn(baseUrl: string) {
+  let browser: Browser | undefined;
+  const made: Shopper[] = [];
+  beforeAll(async () => {
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    for (const shopper of made) await shopper.context.close();
+    await browser?.close();
+  });
+  return async (options?: Parameters<typeof newShopper>[2]): Promise<Shopper> => {
+    if (!browser) throw new Error('shoppersIn: a shopper is made inside a test, after beforeAll');
+    const created = await newShopper(browser, baseUrl, options);
+    made.push(created);
+    return created;
+  };
 }
 
 /** Opens the checkout with chaos from the query string and presses Pay. */
