@@ -1,4 +1,3 @@
-import { request as httpRequest } from 'node:http';
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,6 +5,7 @@ import { idempotentHandler } from '../src/fetch/index.js';
 import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
 import { keyHeader, user } from './fixtures/requestArbitraries.js';
 import { rows, useDatabase } from './harness.js';
+import { nodePost } from './httpClient.js';
 
 /**
  * Random requests against `idempotentHandler`, over real HTTP, on real Postgres: whatever
@@ -65,22 +65,11 @@ function post(
   body: string | Buffer | undefined,
   headers: Record<string, string | string[]>,
 ): Promise<{ status: number; text: string; contentType: string | undefined }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}${path}`, { method: 'POST', headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          text: Buffer.concat(chunks).toString('utf8'),
-          contentType: res.headers['content-type'],
-        }),
-      );
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+  return nodePost(`${url}${path}`, body, headers).then(({ status, text, headers }) => ({
+    status,
+    text,
+    contentType: headers['content-type'],
+  }));
 }
 
 const path = fc.oneof(

@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { createTRPCClient, httpBatchLink, httpLink } from '@trpc/client';
 import superjson from 'superjson';
@@ -111,32 +111,46 @@ export async function mutateBatch(
  * The same with node:http, which writes a header value's non-ASCII characters as raw bytes
  * (fetch refuses them), for keys with non-ASCII characters.
  */
-export function mutateLatin1(
+export async function mutateLatin1(
   url: string,
   path: string,
   input: unknown,
   headers: Record<string, string>,
 ): Promise<RawResponse> {
   const body = JSON.stringify(superjson.serialize(input));
+  const response = await nodePost(`${url}/trpc/${path}`, body, {
+    'content-type': 'application/json',
+    ...headers,
+  });
+  const responseHeaders = new Headers();
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (typeof value === 'string') responseHeaders.set(name, value);
+  }
+  return parse(response.status, responseHeaders, response.text);
+}
+
+/**
+ * A POST with node:http, which sends what fetch refuses or rewrites: a header value's
+ * non-ASCII characters as raw bytes, a header given twice (an array), any body as it is.
+ */
+export function nodePost(
+  url: string,
+  body: string | Buffer | undefined,
+  headers: Record<string, string | string[]>,
+): Promise<{ status: number; text: string; headers: IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      `${url}/trpc/${path}`,
-      { method: 'POST', headers: { 'content-type': 'application/json', ...headers } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          const responseHeaders = new Headers();
-          for (const [name, value] of Object.entries(res.headers)) {
-            if (typeof value === 'string') responseHeaders.set(name, value);
-          }
-          resolve(
-            parse(res.statusCode ?? 0, responseHeaders, Buffer.concat(chunks).toString('utf8')),
-          );
-        });
-        res.on('error', reject);
-      },
-    );
+    const req = httpRequest(url, { method: 'POST', headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          text: Buffer.concat(chunks).toString('utf8'),
+          headers: res.headers,
+        }),
+      );
+      res.on('error', reject);
+    });
     req.on('error', reject);
     req.end(body);
   });

@@ -1,4 +1,3 @@
-import { request as httpRequest } from 'node:http';
 import { initTRPC, TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
@@ -14,6 +13,7 @@ import {
 } from '../src/trpc/index.js';
 import { keyHeader, user } from './fixtures/requestArbitraries.js';
 import { rows, useDatabase } from './harness.js';
+import { nodePost } from './httpClient.js';
 
 /**
  * Random requests against the real middleware, over real HTTP, on real Postgres, in both
@@ -90,22 +90,7 @@ function post(
   body: string | undefined,
   headers: Record<string, string | string[]>,
 ): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      `${url}/trpc/${path}`,
-      { method: 'POST', headers: { 'content-type': 'application/json', ...headers } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
-        );
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
+  return nodePost(`${url}/trpc/${path}`, body, { 'content-type': 'application/json', ...headers });
 }
 
 const path = fc.oneof(
