@@ -9,7 +9,7 @@
  * Bounded in requests, kills and time; all traffic stays on 127.0.0.1.
  */
 import { fileURLToPath } from 'node:url';
-import { seededRandom } from '@idem/core';
+import { seededRandom } from '@idem/core/testing';
 import { migrate } from '@idem/server';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';

@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { idempotencyHeaders, idempotencyLink, keyedRetryLink } from '@idem/client';
-import { seededRandom } from '@idem/core';
+import { seededRandom } from '@idem/core/testing';
 import { createTRPCClient, httpBatchLink, httpLink, retryLink, type TRPCLink } from '@trpc/client';
 import superjson from 'superjson';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -9,7 +9,7 @@ import {
   keyedRetryLink,
   RetryBudget,
 } from '@idem/client';
-import { seededRandom } from '@idem/core';
+import { seededRandom } from '@idem/core/testing';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import superjson from 'superjson';
 import { afterAll, beforeAll, expect, it } from 'vitest';

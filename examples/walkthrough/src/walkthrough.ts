@@ -1,11 +1,11 @@
 import {
   createIdempotency,
   type HandlerContext,
-  type IdempotencyStore,
   isKeyMismatchError,
   isRequestInProgressError,
-  memoryStore,
 } from '@idem/core';
+import type { IdempotencyStore } from '@idem/core/store';
+import { memoryStore } from '@idem/core/testing';
 
 /**
  * A walk through the key state machine with the memory store: a first run, a replay, a

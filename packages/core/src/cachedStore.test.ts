@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { cachedStore } from './cachedStore.js';
 import { isConfigurationError } from './errors/ConfigurationError.js';
 import type { ClaimRequest, IdempotencyStore } from './IdempotencyStore.js';
-import { manualClock } from './manualClock.js';
 import { leaseTokenOf, type StoredOutcome } from './record.js';
+import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 import { storeContract } from './testing/storeContract.js';
 

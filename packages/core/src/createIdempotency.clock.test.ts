@@ -3,7 +3,7 @@ import type { Clock } from './Clock.js';
 import { createIdempotency, type HandlerContext } from './createIdempotency.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
 import type { IdempotencyStore } from './IdempotencyStore.js';
-import { manualClock } from './manualClock.js';
+import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 
 const settle = async () => {

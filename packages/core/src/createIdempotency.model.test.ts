@@ -4,7 +4,7 @@ import { createIdempotency, type IdempotencyEvent, wasReplayed } from './createI
 import { isIdempotencyError } from './errors/IdempotencyError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
 import type { IdempotencyStore } from './IdempotencyStore.js';
-import { manualClock } from './manualClock.js';
+import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 
 /**

@@ -6,8 +6,8 @@ import { isKeyMismatchError } from './errors/KeyMismatchError.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
 import type { IdempotencyStore } from './IdempotencyStore.js';
-import { manualClock } from './manualClock.js';
 import { leaseTokenOf } from './record.js';
+import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 
 const LEASE_MS = 3_000;

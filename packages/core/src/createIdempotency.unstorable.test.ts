@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createIdempotency, type IdempotencyEvent, wasReplayed } from './createIdempotency.js';
 import { defaultErrorPolicy, ReplayedError } from './errorPolicy.js';
 import { isUnserializableValueError } from './errors/UnserializableValueError.js';
-import { manualClock } from './manualClock.js';
 import { taggedJsonSerializer } from './serializer.js';
+import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 
 /**

@@ -1,19 +1,16 @@
+import { type Clock, ConfigurationError, type JsonValue, LeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
-  type Clock,
-  ConfigurationError,
   decideClaim,
   type IdempotencyRecord,
   type IdempotencyStore,
   isExpired,
-  type JsonValue,
-  LeaseLostError,
   type LeaseToken,
   requirePositive,
   type StoredOutcome,
   type SweepOptions,
-} from '@idem/core';
+} from '@idem/core/store';
 import { type RedisConnection, runScript, scanKeys } from './RedisConnection.js';
 import { recordKey, recordKeyPattern } from './recordKey.js';
 import { scripts } from './scripts.js';

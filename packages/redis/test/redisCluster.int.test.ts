@@ -1,4 +1,5 @@
-import { isLeaseLostError, leaseTokenOf } from '@idem/core';
+import { isLeaseLostError } from '@idem/core';
+import { leaseTokenOf } from '@idem/core/store';
 import { storeContract } from '@idem/core/testing';
 import { createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,11 +1,10 @@
+import { isConfigurationError, isLeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
-  isConfigurationError,
-  isLeaseLostError,
   type LeaseToken,
   leaseTokenOf,
-} from '@idem/core';
+} from '@idem/core/store';
 import { describe, expect, it } from 'vitest';
 import { type RedisConnection, redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';

@@ -1,4 +1,4 @@
-import { cachedStore } from '@idem/core';
+import { cachedStore } from '@idem/core/store';
 import { storeContract } from '@idem/core/testing';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe } from 'vitest';

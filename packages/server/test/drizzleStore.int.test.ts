@@ -1,15 +1,14 @@
+import { createIdempotency, isLeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
-  createIdempotency,
   decideClaim,
   type IdempotencyRecord,
-  isLeaseLostError,
   type LeaseToken,
   leaseTokenOf,
-  manualClock,
   type RecordStatus,
-} from '@idem/core';
+} from '@idem/core/store';
+import { manualClock } from '@idem/core/testing';
 import { and, eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { drizzleStore } from '../src/drizzle/drizzleStore.js';

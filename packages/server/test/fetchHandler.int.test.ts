@@ -2,13 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  type IdempotencyStore,
-  isConfigurationError,
-  LeaseLostError,
-  manualClock,
-  memoryStore,
-} from '@idem/core';
+import { isConfigurationError, LeaseLostError } from '@idem/core';
+import type { IdempotencyStore } from '@idem/core/store';
+import { manualClock, memoryStore } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_ERROR_DOCS_URL } from '../src/errorDocs.js';

@@ -1,4 +1,4 @@
-import { manualClock } from '@idem/core';
+import { manualClock } from '@idem/core/testing';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,4 +1,5 @@
-import { leaseTokenOf, manualClock } from '@idem/core';
+import { leaseTokenOf } from '@idem/core/store';
+import { manualClock } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { drizzleStore } from '../src/drizzle/drizzleStore.js';

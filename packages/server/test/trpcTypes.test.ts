@@ -1,4 +1,5 @@
-import { type HandlerContext, memoryStore } from '@idem/core';
+import type { HandlerContext } from '@idem/core';
+import { memoryStore } from '@idem/core/testing';
 import { initTRPC, TRPCError } from '@trpc/server';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';

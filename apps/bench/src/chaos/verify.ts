@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
-import { type StoredOutcome, taggedJsonSerializer } from '@idem/core';
+import { taggedJsonSerializer } from '@idem/core';
+import type { StoredOutcome } from '@idem/core/store';
 import type postgres from 'postgres';
 import type { LogicalRequest } from './clients.js';
 

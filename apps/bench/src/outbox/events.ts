@@ -1,4 +1,5 @@
-import { defineEvents, type PgDatabaseLike } from '@idem/server';
+import type { PgDatabaseLike } from '@idem/server';
+import { defineEvents } from '@idem/server/outbox';
 import { sql } from 'drizzle-orm';
 import { integer, pgTable, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { z } from 'zod';

@@ -4,8 +4,9 @@
  * has arrived in batches of up to `MAX_BATCH` (inbox rows + `bench_consumed` rows in one
  * transaction per batch, then acks), `CONCURRENCY` batches at a time.
  */
-import { idempotentConsumer } from '@idem/server';
+
 import { consumeJetStream, type JetStreamConsumption } from '@idem/server/nats';
+import { idempotentConsumer } from '@idem/server/outbox';
 import { jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { drizzle } from 'drizzle-orm/postgres-js';

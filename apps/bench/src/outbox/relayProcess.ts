@@ -5,8 +5,13 @@
  * INSERT, one transaction). `PUBLISHER=nats`: it publishes to JetStream on `SUBJECT` at
  * `NATS_URL` instead, the whole batch in flight at once.
  */
-import { createRelay, idempotentConsumer, inProcessPublisher, type Publisher } from '@idem/server';
 import { jetStreamPublisher } from '@idem/server/nats';
+import {
+  createRelay,
+  idempotentConsumer,
+  inProcessPublisher,
+  type Publisher,
+} from '@idem/server/outbox';
 import { connect } from '@nats-io/transport-node';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';

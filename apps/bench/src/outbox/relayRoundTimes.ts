@@ -7,7 +7,8 @@
  * claim's UPDATE can be a HOT update that writes no index entries); the line ends with how
  * many of the outbox's updates were HOT.
  */
-import { createRelay, idempotentConsumer, inProcessPublisher, migrate } from '@idem/server';
+import { migrate } from '@idem/server';
+import { createRelay, idempotentConsumer, inProcessPublisher } from '@idem/server/outbox';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { runMain } from '../lib/cleanup.js';

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import { canonicalJson, createIdempotency, memoryStore } from '@idem/core';
+import { createIdempotency } from '@idem/core';
+import { canonicalJson } from '@idem/core/store';
+import { memoryStore } from '@idem/core/testing';
 import { median } from '../lib/stats.js';
 import { formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
 import { judged, type RunContext } from './RunContext.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { leaseTokenOf } from '@idem/core';
+import { leaseTokenOf } from '@idem/core/store';
 import { drizzleStore, sweepExpired } from '@idem/server';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';

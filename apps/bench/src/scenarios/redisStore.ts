@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type ClaimRequest, type IdempotencyStore, leaseTokenOf } from '@idem/core';
+import { type ClaimRequest, type IdempotencyStore, leaseTokenOf } from '@idem/core/store';
 import { redisStore as createRedisStore } from '@idem/redis';
 import { startRedisServer } from '@idem/redis/testing';
 import { drizzleStore } from '@idem/server';

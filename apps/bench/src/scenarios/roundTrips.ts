@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { connect as connectTcp, type Socket } from 'node:net';
-import { leaseTokenOf } from '@idem/core';
+import { leaseTokenOf } from '@idem/core/store';
 import { drizzleStore, idempotencyContext } from '@idem/server';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';

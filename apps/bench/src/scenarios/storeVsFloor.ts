@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type ClaimRequest, leaseTokenOf } from '@idem/core';
+import { type ClaimRequest, leaseTokenOf } from '@idem/core/store';
 import { drizzleStore } from '@idem/server';
 import type { Logger } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';

@@ -7,7 +7,7 @@
  * statement got a transaction id shows whether its commit would wait for a WAL flush.
  */
 import { createHash } from 'node:crypto';
-import { leaseTokenOf } from '@idem/core';
+import { leaseTokenOf } from '@idem/core/store';
 import { drizzleStore, migrate, sweepExpired } from '@idem/server';
 import type { Logger } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';

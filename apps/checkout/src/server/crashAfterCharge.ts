@@ -1,4 +1,4 @@
-import type { IdempotencyStore, LeaseToken } from '@idem/core';
+import type { IdempotencyStore, LeaseToken } from '@idem/core/store';
 
 /**
  * The "crash after charge" chaos switch, server side. A real crash kills the process: the

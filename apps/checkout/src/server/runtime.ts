@@ -1,4 +1,4 @@
-import type { IdempotencyStore } from '@idem/core';
+import type { IdempotencyStore } from '@idem/core/store';
 import { createSweeper, drizzleStore, migrate } from '@idem/server';
 import { migrateApp } from './db/migrateApp';
 import type { AppDatabase } from './db/openDatabase';

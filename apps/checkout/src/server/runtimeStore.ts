@@ -1,4 +1,4 @@
-import type { IdempotencyStore } from '@idem/core';
+import type { IdempotencyStore } from '@idem/core/store';
 import { getRuntime } from './runtime';
 
 /**

@@ -1,6 +1,5 @@
 export { ConfigurationError, isConfigurationError } from './ConfigurationError.js';
 export {
-  guardFor,
   IdempotencyError,
   type IdempotencyErrorCode,
   type IdempotencyErrorOptions,

@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLeaseLostError } from '../errors/LeaseLostError.js';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../IdempotencyStore.js';
-import { type ManualClock, manualClock } from '../manualClock.js';
 import { type JsonValue, type LeaseToken, leaseTokenOf, type StoredOutcome } from '../record.js';
+import { type ManualClock, manualClock } from './manualClock.js';
 
 export interface StoreContractSubject {
   store: IdempotencyStore;

@@ -4,18 +4,20 @@ import {
   defaultErrorPolicy,
   type ErrorDecision,
   type ErrorPolicyOption,
-  fingerprintNow,
   type HandlerContext,
   IDEMPOTENCY_KEY_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
   type IdempotencyOptions,
-  type IdempotencyStore,
   isLeaseLostError,
+  validateKey,
+} from '@idem/core';
+import {
+  fingerprintNow,
+  type IdempotencyStore,
   notifyObserver,
   parseKeyHeader,
   resolveErrorPolicy,
-  validateKey,
-} from '@idem/core';
+} from '@idem/core/store';
 import { drizzleStore } from '../drizzle/drizzleStore.js';
 import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
 import { DEFAULT_ERROR_DOCS_URL } from '../errorDocs.js';

@@ -1,4 +1,5 @@
-import { type IdempotencyEvent, type IdempotencyEventType, notifyObserver } from '@idem/core';
+import type { IdempotencyEvent, IdempotencyEventType } from '@idem/core';
+import { notifyObserver } from '@idem/core/store';
 import { type Attributes, type Counter, SpanKind } from '@opentelemetry/api';
 import {
   endedSpan,

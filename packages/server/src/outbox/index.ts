@@ -1,5 +1,6 @@
-// The outbox's public surface; `@idem/server` re-exports it. The NATS adapter lives in
-// ./nats (its own entry point).
+// `@idem/server/outbox`: the transactional outbox and the inbox, apart from the main entry so
+// that an app without a tRPC router need not install tRPC (test/entries.test.ts checks the
+// import graph). The NATS adapter is `@idem/server/nats`.
 export {
   type DefineEventsOptions,
   defineEvents,

@@ -2,10 +2,10 @@ import type {
   ErrorPolicyOption,
   HandlerContext,
   IdempotencyOptions,
-  IdempotencyStore,
   InProgressWait,
 } from '@idem/core';
-import type { TRPCMiddlewareFunction, TRPCUnsetMarker } from '@trpc/server';
+import type { IdempotencyStore } from '@idem/core/store';
+import type { TRPCUnsetMarker } from '@trpc/server';
 import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
 
 export type { TransactionOf };
@@ -47,15 +47,6 @@ export type OptionalIf<T, TRequired extends boolean> = TRequired extends false ?
  * added or narrowed (`next({ ctx })`) written over it.
  */
 export type ContextWith<TContext, TOverrides> = Omit<TContext, keyof TOverrides> & TOverrides;
-
-/** What `idempotent()` returns: a tRPC middleware that adds `ctx.idempotency`. */
-export type IdempotentMiddleware<TContext, TIdempotency> = TRPCMiddlewareFunction<
-  TContext,
-  object,
-  object,
-  { idempotency: TIdempotency },
-  unknown
->;
 
 /**
  * The input `key()` sees: the procedure's validated input when the middleware comes after

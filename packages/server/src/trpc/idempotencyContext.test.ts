@@ -57,8 +57,8 @@ describe('idempotencyContext', () => {
   it('writes replay and busy headers for a single call', () => {
     const resHeaders = new Headers();
     const { idempotencyRequest } = idempotencyContext({ req: request('/trpc/a'), resHeaders });
-    idempotencyRequest.replayed(0);
-    idempotencyRequest.busy(0, 'in-progress', 1_001);
+    idempotencyRequest.markReplayed(0);
+    idempotencyRequest.markBusy(0, 'in-progress', 1_001);
     expect(Object.fromEntries(resHeaders)).toEqual({
       'idempotent-replayed': 'true',
       'idempotency-status': 'in-progress',
@@ -72,10 +72,10 @@ describe('idempotencyContext', () => {
       req: request('/trpc/a,b,c,d?batch=1'),
       resHeaders,
     });
-    idempotencyRequest.replayed(2);
-    idempotencyRequest.replayed(0);
-    idempotencyRequest.busy(3, 'in-progress', 5_000);
-    idempotencyRequest.busy(1, 'lease-lost', 0);
+    idempotencyRequest.markReplayed(2);
+    idempotencyRequest.markReplayed(0);
+    idempotencyRequest.markBusy(3, 'in-progress', 5_000);
+    idempotencyRequest.markBusy(1, 'lease-lost', 0);
     expect(Object.fromEntries(resHeaders)).toEqual({
       'idempotent-replayed-batch': '[0,2]',
       'idempotency-status-batch': '{"1":"lease-lost","3":"in-progress"}',
@@ -86,7 +86,7 @@ describe('idempotencyContext', () => {
   it('carries the key of a createCaller call, with or without response headers', () => {
     const { idempotencyRequest } = idempotencyContext({ key: 'server-key' });
     expect(idempotencyRequest.keyOf(0)).toBe('server-key');
-    expect(() => idempotencyRequest.replayed(0)).not.toThrow();
+    expect(() => idempotencyRequest.markReplayed(0)).not.toThrow();
     expect(idempotencyContext({ key: undefined }).idempotencyRequest.keyOf(0)).toBeUndefined();
   });
 

@@ -7,10 +7,10 @@ import {
   IDEMPOTENT_REPLAYED_HEADER,
   type IdempotencyStatus,
   InvalidKeyError,
-  parseKeyHeader,
   RETRY_AFTER_HEADER,
   retryAfterSeconds,
 } from '@idem/core';
+import { parseKeyHeader } from '@idem/core/store';
 import { batchKeys } from './batchKeys.js';
 
 /** Request headers: a Fetch `Headers`, or Node's `IncomingHttpHeaders` (lower-case names). */
@@ -86,10 +86,13 @@ export interface IdempotencyRequest {
    * `procedure._def.inputs`), or `undefined` when the request does not say (no `info`).
    */
   inputParsersOf?(batchIndex: number): readonly unknown[] | undefined;
-  /** The call at `batchIndex` was answered from the store. */
-  replayed(batchIndex: number): void;
-  /** The call at `batchIndex` was refused with a 409 that a later retry may cure. */
-  busy(batchIndex: number, status: IdempotencyStatus, retryAfterMs: number): void;
+  /** Marks the call at `batchIndex` as answered from the store: `Idempotent-Replayed` (or its batch form). */
+  markReplayed(batchIndex: number): void;
+  /**
+   * Marks the call at `batchIndex` as refused with a 409 that a later retry may cure:
+   * `Idempotency-Status` (or its batch form) and `Retry-After`.
+   */
+  markBusy(batchIndex: number, status: IdempotencyStatus, retryAfterMs: number): void;
 }
 
 /** The context property `idempotent()` reads; spread {@link idempotencyContext} into yours. */
@@ -135,7 +138,7 @@ export function idempotencyContext(
     idempotencyRequest: {
       keyOf,
       inputParsersOf: (batchIndex) => calls?.[batchIndex]?.procedure?._def.inputs,
-      replayed(batchIndex) {
+      markReplayed(batchIndex) {
         if (!responseHeaders) return;
         if (!batch) {
           setHeader(responseHeaders, IDEMPOTENT_REPLAYED_HEADER, 'true');
@@ -145,7 +148,7 @@ export function idempotencyContext(
         const sorted = [...replayedIndices].sort((a, b) => a - b);
         setHeader(responseHeaders, IDEMPOTENT_REPLAYED_BATCH_HEADER, JSON.stringify(sorted));
       },
-      busy(batchIndex, status, retryAfterMs) {
+      markBusy(batchIndex, status, retryAfterMs) {
         if (!responseHeaders) return;
         // The longest wait of any call: retrying sooner would only meet the same answer.
         longestRetryAfterSeconds = Math.max(

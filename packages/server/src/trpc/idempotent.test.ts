@@ -1,4 +1,5 @@
-import { type IdempotencyEvent, isConfigurationError, memoryStore } from '@idem/core';
+import { type IdempotencyEvent, isConfigurationError } from '@idem/core';
+import { memoryStore } from '@idem/core/testing';
 import { initTRPC, TRPCError } from '@trpc/server';
 import { describe, expect, it } from 'vitest';
 import { idempotencyContext } from './idempotencyContext.js';

@@ -1,18 +1,20 @@
 import {
   ConfigurationError,
-  canonicalJson,
   createIdempotency,
   IDEMPOTENCY_KEY_BATCH_HEADER,
   IDEMPOTENCY_KEY_HEADER,
   InvalidKeyError,
   isConfigurationError,
   isUnserializableValueError,
+  validateKey,
+} from '@idem/core';
+import {
+  canonicalJson,
   notifyObserver,
   requirePositive,
   resolveErrorPolicy,
   sha256HexNow,
-  validateKey,
-} from '@idem/core';
+} from '@idem/core/store';
 import {
   type AnyTRPCMiddlewareFunction,
   TRPCError,
@@ -36,8 +38,8 @@ import { InputTooLargeError } from './InputTooLargeError.js';
 import type { IdempotencyRequest, IdempotencyRequestContext } from './idempotencyContext.js';
 import { leaseMode } from './leaseMode.js';
 import { procedureInput } from './procedureInput.js';
-import { toTRPCError } from './toTRPCError.js';
-import { type Answer, type ResultLike, transactionMode } from './transactionMode.js';
+import { toTRPCErrorMarkingRequest } from './toTRPCErrorMarkingRequest.js';
+import { type CallOutcome, type ProcedureResult, transactionMode } from './transactionMode.js';
 import { trpcErrorPolicy } from './trpcErrorPolicy.js';
 
 /** @default of `maxInputBytes`. */
@@ -51,8 +53,8 @@ const MISSING_KEY =
 
 const encoder = new TextEncoder();
 
-// The overloads spell out `TRPCMiddlewareFunction<…>` rather than `IdempotentMiddleware`:
-// TypeScript infers `TContext` and `TOverrides` from `.use()` only when both name the same alias.
+// The overloads spell out `TRPCMiddlewareFunction<…>` rather than an alias of it: TypeScript
+// infers `TContext` and `TOverrides` from `.use()` only when both name the same alias.
 
 /**
  * Makes a tRPC mutation safe to retry: the first call with an idempotency key runs, and
@@ -201,7 +203,11 @@ export function idempotent(
 
     const unkeyed = () => {
       if (!required) return opts.next({ ctx: { idempotency: undefined } });
-      throw toTRPCError(new InvalidKeyError('missing', MISSING_KEY), request, batchIndex);
+      throw toTRPCErrorMarkingRequest(
+        new InvalidKeyError('missing', MISSING_KEY),
+        request,
+        batchIndex,
+      );
     };
     let key: string | undefined;
     // Without key(), a call without a valid key is answered before its input is even read.
@@ -209,7 +215,7 @@ export function idempotent(
       try {
         key = sentKeyOf(request, batchIndex);
       } catch (error) {
-        throw toTRPCError(error, request, batchIndex);
+        throw toTRPCErrorMarkingRequest(error, request, batchIndex);
       }
       if (key === undefined) return unkeyed();
     }
@@ -218,7 +224,7 @@ export function idempotent(
       try {
         key = await derivedKeyOf(opts, request, rawInput);
       } catch (error) {
-        throw toTRPCError(error, request, batchIndex);
+        throw toTRPCErrorMarkingRequest(error, request, batchIndex);
       }
     }
     if (key === undefined) return unkeyed();
@@ -226,7 +232,7 @@ export function idempotent(
     let fingerprint = fingerprintWithin({ path, input: rawInput }, maxInputBytes);
     if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
 
-    let answer: Answer<ResultLike>;
+    let answer: CallOutcome<ProcedureResult>;
     try {
       answer = inTransaction
         ? await inTransaction({
@@ -240,9 +246,9 @@ export function idempotent(
             opts.next({ ctx: { idempotency } }),
           );
     } catch (error) {
-      throw toTRPCError(error, request, batchIndex);
+      throw toTRPCErrorMarkingRequest(error, request, batchIndex);
     }
-    if (answer.replayed) request.replayed(batchIndex);
+    if (answer.replayed) request.markReplayed(batchIndex);
     return asMiddlewareResult(answer.result);
   };
   return middleware;
@@ -342,7 +348,9 @@ function fingerprintWithin(
  * result through; a replay has no `next()` result to pass, so it builds one. The marker's
  * runtime value is the string tRPC itself uses, and tRPC never checks it.
  */
-function asMiddlewareResult(result: ResultLike): Awaited<ReturnType<AnyTRPCMiddlewareFunction>> {
+function asMiddlewareResult(
+  result: ProcedureResult,
+): Awaited<ReturnType<AnyTRPCMiddlewareFunction>> {
   if ('marker' in result) return result as Awaited<ReturnType<AnyTRPCMiddlewareFunction>>;
   return { ...result, marker: 'middlewareMarker' } as Awaited<
     ReturnType<AnyTRPCMiddlewareFunction>

@@ -1,25 +1,12 @@
-export {
-  IDEMPOTENCY_KEY_BATCH_HEADER,
-  IDEMPOTENCY_KEY_HEADER,
-  IDEMPOTENCY_STATUS_BATCH_HEADER,
-  IDEMPOTENCY_STATUS_HEADER,
-  IDEMPOTENT_REPLAYED_BATCH_HEADER,
-  IDEMPOTENT_REPLAYED_HEADER,
-  type IdempotencyStatus,
-  RETRY_AFTER_HEADER,
-} from '@idem/core';
 export { batchKeys } from './batchKeys.js';
 export type {
-  ContextWith,
   IdempotentBaseOptions,
-  IdempotentMiddleware,
   KeyCall,
   KeyInput,
   LeaseDbOptions,
   LeaseIdempotency,
   LeaseModeOptions,
   LeaseStoreOptions,
-  OptionalIf,
   TransactionIdempotency,
   TransactionModeOptions,
 } from './IdempotentOptions.js';

@@ -1,6 +1,6 @@
 import { type HandlerContext, type Idempotency, isLeaseLostError, wasReplayed } from '@idem/core';
 import { getTRPCErrorFromUnknown } from '@trpc/server';
-import type { Answer, ResultLike } from './transactionMode.js';
+import type { CallOutcome, ProcedureResult } from './transactionMode.js';
 
 /**
  * Lease mode: core's engine (`createIdempotency`), with tRPC's `next` as the handler. The
@@ -8,11 +8,11 @@ import type { Answer, ResultLike } from './transactionMode.js';
  * and the completion is fenced (one statement); a replay is the claim alone, which finds
  * the completed record in the same read-only statement.
  */
-export async function leaseMode<TResult extends ResultLike>(
+export async function leaseMode<TResult extends ProcedureResult>(
   engine: Idempotency,
   request: { scope: string; key: string; fingerprint: string },
   next: (idempotency: HandlerContext) => Promise<TResult>,
-): Promise<Answer<TResult>> {
+): Promise<CallOutcome<TResult>> {
   let ran: TResult | undefined;
   try {
     const outcome = await engine.execute(request, async (context) => {

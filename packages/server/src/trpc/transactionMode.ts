@@ -6,11 +6,11 @@ import {
 } from '../transactionMode/transactionMode.js';
 
 /** The part of a tRPC middleware result that idem reads. */
-export type ResultLike = { ok: true; data: unknown } | { ok: false; error: TRPCError };
+export type ProcedureResult = { ok: true; data: unknown } | { ok: false; error: TRPCError };
 
 /** How a call ended: its result (the procedure's, or one rebuilt from the store), and whether it came from the store. */
-export interface Answer<TResult> {
-  result: TResult | ResultLike;
+export interface CallOutcome<TResult> {
+  result: TResult | ProcedureResult;
   replayed: boolean;
 }
 
@@ -21,11 +21,11 @@ export interface Answer<TResult> {
  * `TRPCError`.
  */
 export function transactionMode(
-  config: Omit<TransactionModeConfig<ResultLike>, 'settle' | 'replay'> & {
+  config: Omit<TransactionModeConfig<ProcedureResult>, 'settle' | 'replay'> & {
     settings: IdempotencySettings;
   },
 ) {
-  return sharedTransactionMode<ResultLike>({
+  return sharedTransactionMode<ProcedureResult>({
     ...config,
     settle: (result) =>
       result.ok ? { kind: 'commit', value: result.data } : { kind: 'error', error: result.error },

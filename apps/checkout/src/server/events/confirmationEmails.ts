@@ -1,4 +1,4 @@
-import { type IdempotentConsumer, idempotentConsumer } from '@idem/server';
+import { type IdempotentConsumer, idempotentConsumer } from '@idem/server/outbox';
 import { sql } from 'drizzle-orm';
 import type { AppDatabase } from '../db/openDatabase';
 import { emails, eventDeliveries } from '../db/schema';

@@ -1,4 +1,4 @@
-import { defineEvents } from '@idem/server';
+import { defineEvents } from '@idem/server/outbox';
 import { z } from 'zod';
 
 /** The events the shop publishes through its outbox. */

@@ -1,4 +1,9 @@
-import { createRelay, inProcessPublisher, type OutboxMessage, type Publisher } from '@idem/server';
+import {
+  createRelay,
+  inProcessPublisher,
+  type OutboxMessage,
+  type Publisher,
+} from '@idem/server/outbox';
 import type { AppDatabase } from '../db/openDatabase';
 import { confirmationEmails, recordDelivery, writeConfirmationEmail } from './confirmationEmails';
 import { orderEvents, REDELIVER_HEADER } from './orderEvents';

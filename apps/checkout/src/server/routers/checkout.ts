@@ -1,4 +1,4 @@
-import type { IdempotencyStore } from '@idem/core';
+import type { IdempotencyStore } from '@idem/core/store';
 import { idempotent } from '@idem/server';
 import { TRPCError } from '@trpc/server';
 import { eq, inArray } from 'drizzle-orm';

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from './Clock.js';
+import type { Clock, TimerHandle } from '../Clock.js';
 
 /** A clock that only moves when told to; its timers fire inside `advance`. */
 export interface ManualClock extends Clock {

@@ -11,12 +11,13 @@ import { STORE_FAILED_MESSAGE } from '../storeFailedMessage.js';
 import type { IdempotencyRequest } from './idempotencyContext.js';
 
 /**
- * The tRPC answer to an error idem raised (with the idem error as `cause`, so that
- * `withIdempotencyErrorData` can describe it), and the response headers that go with it.
+ * The tRPC error to throw for an error idem raised (with the idem error as `cause`, so that
+ * `withIdempotencyErrorData` can describe it); a busy key also marks the request
+ * (`markBusy`: `Retry-After` and `Idempotency-Status` on the response).
  * A `TRPCError` is returned as it is; any other error (the store's) becomes an
  * `INTERNAL_SERVER_ERROR` whose message says nothing of the store's internals.
  */
-export function toTRPCError(
+export function toTRPCErrorMarkingRequest(
   error: unknown,
   request: IdempotencyRequest,
   batchIndex: number,
@@ -28,13 +29,13 @@ export function toTRPCError(
     return new TRPCError({ code: 'UNPROCESSABLE_CONTENT', message: error.message, cause: error });
   }
   if (isRequestInProgressError(error)) {
-    request.busy(batchIndex, 'in-progress', error.retryAfterMs);
+    request.markBusy(batchIndex, 'in-progress', error.retryAfterMs);
     return new TRPCError({ code: 'CONFLICT', message: error.message, cause: error });
   }
   if (isLeaseLostError(error)) {
     // Another attempt owns the key now and will finish it: a retry with the same key gets
     // its answer (or waits for it), so this is a conflict to retry, not a server fault.
-    request.busy(batchIndex, 'lease-lost', 0);
+    request.markBusy(batchIndex, 'lease-lost', 0);
     return new TRPCError({ code: 'CONFLICT', message: error.message, cause: error });
   }
   if (isConfigurationError(error) || isUnserializableValueError(error)) {

@@ -1,0 +1,29 @@
+// `@idem/core/store`: for authors of stores (`IdempotencyStore` and the record's pure
+// rules) and of adapters that build on the engine (their own claim, key headers, errors).
+export { answerClaim, type ReplayedOutcome, type UnclaimedClaim } from '../answerClaim.js';
+export { type CachedStoreOptions, cachedStore } from '../cachedStore.js';
+export { canonicalJson } from '../canonicalJson.js';
+export { resolveErrorPolicy, storedErrorOf } from '../errorPolicy.js';
+export { guardFor } from '../errors/IdempotencyError.js';
+export { fingerprint, fingerprintNow, sha256Hex, sha256HexNow } from '../fingerprint.js';
+export type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyStore,
+  SweepOptions,
+} from '../IdempotencyStore.js';
+export { notifyObserver } from '../notifyObserver.js';
+export { formatKeyHeader, parseKeyHeader } from '../parseKeyHeader.js';
+export {
+  type ClaimDecision,
+  type ClaimInput,
+  decideClaim,
+  type IdempotencyRecord,
+  isExpired,
+  isLeaseExpired,
+  type LeaseToken,
+  leaseTokenOf,
+  type RecordStatus,
+  type StoredOutcome,
+} from '../record.js';
+export { requirePositive } from '../requirePositive.js';

@@ -1,0 +1,69 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const packageJson = JSON.parse(readFileSync(resolve(packageRoot, 'package.json'), 'utf8')) as {
+  exports: Record<string, { '@idem/source': string }>;
+};
+
+/**
+ * Every source file an entry loads (following relative imports, type-only ones included,
+ * since the entry's `.d.ts` refers to them too), and every package it imports.
+ */
+function importGraph(entry: string): { files: string[]; packages: Set<string> } {
+  const files: string[] = [];
+  const packages = new Set<string>();
+  const pending = [resolve(packageRoot, entry)];
+  const seen = new Set<string>();
+  while (pending.length > 0) {
+    const file = pending.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    files.push(file);
+    const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
+    for (const { fileName: specifier } of importedFiles) {
+      if (specifier.startsWith('.')) {
+        pending.push(resolve(dirname(file), specifier.replace(/\.js$/, '.ts')));
+      } else {
+        packages.add(specifier);
+      }
+    }
+  }
+  return { files, packages };
+}
+
+describe('package entries', () => {
+  it('@idem/server/outbox imports nothing from tRPC, so an app with only the outbox needs no @trpc/server', () => {
+    const { files, packages } = importGraph(packageJson.exports['./outbox']!['@idem/source']);
+    expect(files.length).toBeGreaterThan(10);
+    expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
+    expect(packages).toContain('drizzle-orm');
+  });
+
+  it('@idem/server/nats imports nothing from tRPC', () => {
+    const { packages } = importGraph(packageJson.exports['./nats']!['@idem/source']);
+    expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
+  });
+
+  it('the main entry holds the tRPC middleware and not the outbox', async () => {
+    const main = await import('../src/index.js');
+    const outbox = await import('../src/outbox/index.js');
+    expect(typeof main.idempotent).toBe('function');
+    expect(Object.keys(outbox)).toContain('createRelay');
+    expect(Object.keys(main).filter((name) => name in outbox)).toEqual([]);
+  });
+
+  it('no entry re-exports what @idem/core exports', async () => {
+    const core = await import('@idem/core');
+    for (const [subpath, entry] of Object.entries(packageJson.exports)) {
+      const module = (await import(resolve(packageRoot, entry['@idem/source']))) as object;
+      expect({ subpath, shared: Object.keys(module).filter((name) => name in core) }).toEqual({
+        subpath,
+        shared: [],
+      });
+    }
+  });
+});
