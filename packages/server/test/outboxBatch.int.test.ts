@@ -1,4 +1,4 @@
-import { manualClock, seededRandom } from '@idem/core';
+import { manualClock, seededRandom } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';

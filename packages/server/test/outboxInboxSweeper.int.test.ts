@@ -1,4 +1,5 @@
-import { isConfigurationError, manualClock } from '@idem/core';
+import { isConfigurationError } from '@idem/core';
+import { manualClock } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { createInboxSweeper } from '../src/outbox/inbox/createInboxSweeper.js';

@@ -1,4 +1,5 @@
-import { isConfigurationError, manualClock } from '@idem/core';
+import { isConfigurationError } from '@idem/core';
+import { manualClock } from '@idem/core/testing';
 import type { JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';

@@ -1,4 +1,5 @@
-import { backoffDelay, isConfigurationError, manualClock, seededRandom } from '@idem/core';
+import { backoffDelay, isConfigurationError } from '@idem/core';
+import { manualClock, seededRandom } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';

@@ -1,4 +1,4 @@
-import { seededRandom } from '@idem/core';
+import { seededRandom } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRelay } from '../src/outbox/relay/createRelay.js';

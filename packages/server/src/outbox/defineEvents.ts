@@ -1,4 +1,4 @@
-import { notifyObserver, requirePositive } from '@idem/core';
+import { notifyObserver, requirePositive } from '@idem/core/store';
 import type { $ZodType, input, output } from 'zod/v4/core';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { InvalidEventError } from './errors/InvalidEventError.js';

@@ -1,4 +1,5 @@
-import { guardFor, IdempotencyError, type IdempotencyErrorOptions } from '@idem/core';
+import { IdempotencyError, type IdempotencyErrorOptions } from '@idem/core';
+import { guardFor } from '@idem/core/store';
 
 /** One problem found by the topic's schema, with a dotted path into the payload. */
 export interface EventIssue {

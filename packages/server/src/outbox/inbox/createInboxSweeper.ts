@@ -1,4 +1,5 @@
-import { ConfigurationError, requirePositive } from '@idem/core';
+import { ConfigurationError } from '@idem/core';
+import { requirePositive } from '@idem/core/store';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
 import {
   deleteInBatches,

@@ -1,4 +1,5 @@
-import { type Clock, ConfigurationError, notifyObserver } from '@idem/core';
+import { type Clock, ConfigurationError } from '@idem/core';
+import { notifyObserver } from '@idem/core/store';
 import { and, eq, lt } from 'drizzle-orm';
 import type { PgDatabaseLike, TransactionOf } from '../../drizzle/PgDatabaseLike.js';
 

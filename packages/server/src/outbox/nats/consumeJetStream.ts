@@ -1,4 +1,5 @@
-import { backoffDelay, ConfigurationError, notifyObserver, requirePositive } from '@idem/core';
+import { backoffDelay, ConfigurationError } from '@idem/core';
+import { notifyObserver, requirePositive } from '@idem/core/store';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
 import type { EventSchemas, TopicOf } from '../defineEvents.js';

@@ -1,10 +1,5 @@
-import {
-  backoffDelay,
-  type Clock,
-  ConfigurationError,
-  notifyObserver,
-  requirePositive,
-} from '@idem/core';
+import { backoffDelay, type Clock, ConfigurationError } from '@idem/core';
+import { notifyObserver, requirePositive } from '@idem/core/store';
 import { claimBatch } from './claimBatch.js';
 import { cleanupSent } from './cleanupSent.js';
 import { listDeadLetters, redriveDeadLetters } from './deadLetters.js';
