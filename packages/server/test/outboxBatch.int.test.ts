@@ -211,7 +211,7 @@ for (const backend of backends) {
       expect((await relay.deadLetters()).map((dead) => [dead.id, dead.attempts])).toEqual([
         [poison, 3],
       ]);
-      expect((await outboxRows(db)).filter((row) => row.sent)).toHaveLength(39);
+      expect((await outboxRows(db)).map((row) => [row.id, row.dead])).toEqual([[poison, true]]);
     });
 
     if (backend === 'Postgres') {

@@ -168,7 +168,7 @@ describe('a 3-node NATS JetStream cluster, its stream leader killed mid-run', ()
       });
       await waitFor(async () => (await relay.stats()).backlog === 0, {
         timeoutMs: 30_000,
-        what: 'the relay to mark everything sent',
+        what: 'the relay to settle everything',
       });
 
       // 0 lost, 0 processed twice.

@@ -56,7 +56,7 @@ for (const backend of backends) {
         return { db, clock, log, relayWith, enqueueNumbered };
       };
 
-      it('publishes due events in order, marks them sent, and reports each', async () => {
+      it('publishes due events in order, deletes them, and reports each', async () => {
         const { db, log, relayWith, enqueueNumbered } = await fresh();
         const ids = await enqueueNumbered(5);
         const publisher = recordingPublisher();
@@ -72,7 +72,7 @@ for (const backend of backends) {
           aggregateKey: null,
           headers: {},
         });
-        expect((await outboxRows(db)).every((row) => row.sent && !row.locked)).toBe(true);
+        expect(await outboxRows(db)).toEqual([]);
         expect(log.filter((event) => event.type === 'published')).toHaveLength(5);
         expect(await relay.stats()).toEqual({
           backlog: 0,
@@ -108,7 +108,7 @@ for (const backend of backends) {
         expect(await relay.runOnce()).toMatchObject({ claimed: 0 });
         clock.advance(100);
         expect(await relay.runOnce()).toMatchObject({ claimed: 1, published: 1 });
-        expect(await outboxRows(db)).toMatchObject([{ sent: true, attempts: 1 }]);
+        expect(await outboxRows(db)).toEqual([]);
         expect((await relay.stats()).failed).toBe(1);
       });
 
@@ -154,9 +154,7 @@ for (const backend of backends) {
         expect(await relay.redrive([poisonId, ids[0] as string])).toEqual([poisonId]);
         expect(await relay.runOnce()).toMatchObject({ claimed: 1, published: 1 });
         expect(await relay.deadLetters()).toEqual([]);
-        const poisonRow = (await outboxRows(db)).find((row) => row.id === poisonId);
-        expect(poisonRow).toMatchObject({ sent: true, dead: false, attempts: 0 });
-        expect(poisonRow?.last_error).toContain('poison');
+        expect(await outboxRows(db)).toEqual([]);
       });
 
       it('never dead-letters while the publisher is unreachable (transient errors)', async () => {
@@ -222,7 +220,7 @@ for (const backend of backends) {
         hang.resolve();
         expect(await crashed).toMatchObject({ claimed: 1, published: 0, leaseLost: 1 });
         expect(log).toContainEqual({ type: 'lease_lost', ids: [id] });
-        expect(await outboxRows(db)).toMatchObject([{ sent: true, attempts: 0 }]);
+        expect(await outboxRows(db)).toEqual([]);
       });
 
       it('with ordered, holds an aggregate behind its failing or dead head, and lets others pass', async () => {
@@ -255,7 +253,7 @@ for (const backend of backends) {
         expect(await relay.runOnce()).toMatchObject({ claimed: 1, published: 1 });
         expect(await relay.runOnce()).toMatchObject({ claimed: 1, published: 1 });
         expect(publishedIds()).toEqual([m1, free, m2, k1, k2]);
-        expect((await outboxRows(db)).every((row) => row.sent)).toBe(true);
+        expect(await outboxRows(db)).toEqual([]);
       });
 
       it('reports the backlog and the age of the oldest unsent event', async () => {
@@ -272,6 +270,18 @@ for (const backend of backends) {
           5_000,
           -1,
         );
+      });
+
+      it('with retainSentMs, keeps published events marked sent instead of deleting them', async () => {
+        const { db, relayWith, enqueueNumbered } = await fresh();
+        const ids = await enqueueNumbered(3);
+        const relay = relayWith({ publisher: recordingPublisher(), retainSentMs: 60_000 });
+        expect(await relay.runOnce()).toMatchObject({ claimed: 3, published: 3 });
+        expect((await outboxRows(db)).map((row) => [row.id, row.sent, row.locked])).toEqual(
+          ids.map((id) => [id, true, false]),
+        );
+        expect(await relay.stats()).toMatchObject({ backlog: 0, published: 3 });
+        expect(await relay.runOnce()).toMatchObject({ claimed: 0 });
       });
 
       it('cleans up sent events after retainSentMs, never unsent or dead ones', async () => {
@@ -383,7 +393,7 @@ for (const backend of backends) {
         gate.resolve();
         await stopping;
         expect(relay.running).toBe(false);
-        expect(await outboxRows(db)).toMatchObject([{ sent: true, locked: false }]);
+        expect(await outboxRows(db)).toEqual([]);
       });
     });
   });

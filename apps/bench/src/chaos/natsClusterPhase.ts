@@ -174,8 +174,8 @@ export async function natsClusterPhase(
     const [counts] = await client<{ rows: number; distinct: number; lost: number }[]>`
       select (select count(*)::int from bench_consumed) as rows,
         (select count(distinct event_id)::int from bench_consumed) as distinct,
-        (select count(*)::int from idem_outbox o
-          where not exists (select 1 from bench_consumed c where c.event_id = o.id)) as lost`;
+        (select count(*)::int from generate_series(0, ${settings.events - 1}) as e(n)
+          where not exists (select 1 from bench_consumed c where c.n = e.n)) as lost`;
     const relayStats = await Promise.all(
       relays.map((relay) => relay.request<{ failed: number; published: number }>('stats')),
     );

@@ -18,6 +18,8 @@ export const benchEvents = defineEvents({
 export const benchConsumed = pgTable('bench_consumed', {
   eventId: uuid('event_id').notNull(),
   n: integer('n').notNull(),
+  /** The event's `createdAt` (its outbox row's, by the database clock): relays delete rows. */
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull(),
   consumedAt: timestamp('consumed_at', { withTimezone: true })
     .notNull()
     .default(sql`clock_timestamp()`),
@@ -27,6 +29,7 @@ export const CREATE_CONSUMED_TABLE = `
   create table if not exists bench_consumed (
     event_id uuid not null,
     n integer not null,
+    created_at timestamptz not null,
     consumed_at timestamptz not null default clock_timestamp()
   )`;
 
@@ -36,12 +39,19 @@ export const CREATE_CONSUMED_TABLE = `
  */
 export async function recordConsumed(
   tx: PgDatabaseLike,
-  events: readonly { id: string; payload: { n: number } }[],
+  events: readonly { id: string; payload: { n: number }; createdAt: Date }[],
 ): Promise<void> {
-  const rows = JSON.stringify(events.map((event) => ({ event_id: event.id, n: event.payload.n })));
+  const rows = JSON.stringify(
+    events.map((event) => ({
+      event_id: event.id,
+      n: event.payload.n,
+      created_at: event.createdAt,
+    })),
+  );
   await tx.execute(
-    sql`insert into bench_consumed (event_id, n)
-      select event_id, n from jsonb_to_recordset(${rows}::jsonb) as r(event_id uuid, n integer)`,
+    sql`insert into bench_consumed (event_id, n, created_at)
+      select event_id, n, created_at
+      from jsonb_to_recordset(${rows}::jsonb) as r(event_id uuid, n integer, created_at timestamptz)`,
   );
 }
 

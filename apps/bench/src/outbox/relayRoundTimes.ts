@@ -5,7 +5,8 @@
  * transaction (inbox rows + `bench_consumed` rows), and the settle statement, per event.
  * `FILL=50` first sets the outbox table's fillfactor (room on each page, so that the
  * claim's UPDATE can be a HOT update that writes no index entries); the line ends with how
- * many of the outbox's updates were HOT.
+ * many of the outbox's updates were HOT. `RETAIN=1` keeps published rows marked sent
+ * (`retainSentMs`) instead of deleting them, the relay's behaviour before deletion.
  */
 import { migrate } from '@idem/server';
 import { createRelay, idempotentConsumer, inProcessPublisher } from '@idem/server/outbox';
@@ -42,6 +43,7 @@ runMain(async () => {
       db,
       batchSize,
       listen: false,
+      ...(process.env.RETAIN ? { retainSentMs: 86_400_000 } : {}),
       publisher: inProcessPublisher(
         {
           [BENCH_TOPIC]: {

@@ -17,8 +17,9 @@ const instant = (name: string) => timestamp(name, { withTimezone: true, precisio
 
 /**
  * The transactional outbox: one row per event, written by `enqueue` in the business
- * transaction and published by relays. Rows are never deleted before they are sent; a
- * dead-lettered row stays until it is re-driven.
+ * transaction and published by relays. A relay deletes a row once it is published (or
+ * marks it sent and keeps it for `retainSentMs`); a dead-lettered row stays until it is
+ * re-driven.
  */
 export const outboxEvents = pgTable(
   'idem_outbox',

@@ -3,7 +3,7 @@ import type { OutboxBacklog } from './outboxStats.js';
 
 /** The table's backlog plus what this relay did since it was created. */
 export interface RelayStats extends OutboxBacklog {
-  /** Events this relay published and marked sent. */
+  /** Events this relay published and settled (deleted, or marked sent). */
   published: number;
   /** Publishes of this relay that failed (counted attempts and outages alike). */
   failed: number;
@@ -39,7 +39,7 @@ export interface Relay {
   deadLetters(options?: ListDeadLettersOptions): Promise<DeadLetter[]>;
   /** Puts dead-lettered events back in line; returns the ids re-driven. */
   redrive(ids: readonly string[]): Promise<string[]>;
-  /** Deletes sent events older than `retainSentMs`; returns how many. */
+  /** Deletes events kept as sent for longer than `retainSentMs`; returns how many. */
   cleanup(): Promise<number>;
   /** True between `start()` and `stop()`. */
   readonly running: boolean;

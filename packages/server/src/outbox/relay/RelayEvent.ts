@@ -1,6 +1,6 @@
 /** What a relay reports for logs and metrics. */
 export type RelayEvent =
-  /** Published and marked sent. `lagMs`: from the producing transaction to now. */
+  /** Published and settled. `lagMs`: from the producing transaction to now. */
   | { type: 'published'; id: string; topic: string; attempts: number; lagMs: number }
   /** A publish failed and counts as an attempt; the next try is in `retryInMs`. */
   | {

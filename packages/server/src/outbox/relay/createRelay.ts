@@ -20,7 +20,8 @@ const nodeTimers: Pick<Clock, 'setTimeout' | 'clearTimeout'> = {
 const CLEANUP_BATCH = 1_000;
 
 /**
- * A relay: publishes what `enqueue` wrote, at least once, and marks it sent. Any number of
+ * A relay: publishes what `enqueue` wrote, at least once, and deletes it (or marks it sent,
+ * with `retainSentMs`). Any number of
  * relays may share one outbox; they split the work with `FOR UPDATE SKIP LOCKED`.
  *
  * @example
@@ -35,7 +36,7 @@ export function createRelay(options: RelayOptions): Relay {
   const pollIntervalMs = positiveNumber('pollIntervalMs', options.pollIntervalMs ?? 1_000);
   const leaseMs = positiveNumber('leaseMs', options.leaseMs ?? 30_000);
   const maxAttempts = positiveInteger('maxAttempts', options.maxAttempts ?? 10);
-  const retainSentMs = nonNegative('retainSentMs', options.retainSentMs ?? 86_400_000);
+  const retainSentMs = nonNegative('retainSentMs', options.retainSentMs ?? 0);
   const cleanupIntervalMs = nonNegative('cleanupIntervalMs', options.cleanupIntervalMs ?? 60_000);
   const ordered = options.ordered ?? false;
   const policy: PublishPolicy = {
@@ -110,7 +111,7 @@ export function createRelay(options: RelayOptions): Relay {
       db,
       token,
       attempts.map((attempt) => attempt.settlement),
-      clock,
+      { keepSent: retainSentMs > 0, clock },
     );
     report(claimed, attempts, settled, round);
     return round;
