@@ -72,7 +72,10 @@ export interface InProgressWait {
 }
 
 export interface IdempotencyOptions {
-  /** Where keys live: `memoryStore()`, `drizzleStore(db)` from `@idem/server`, or your own. */
+  /**
+   * Where keys live: `drizzleStore(db)` from `@idem/server`, `redisStore(client)` from
+   * `@idem/redis`, `memoryStore()` from `@idem/core/testing` (one process), or your own.
+   */
   store: IdempotencyStore;
   /**
    * How long a claim holds the key before another attempt may take it over. The heartbeat
