@@ -1,11 +1,8 @@
-import { InvalidKeyError, parseKeyHeader } from '@idem/core';
+import { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER, InvalidKeyError } from '@idem/core';
+import { parseKeyHeader } from '@idem/core/store';
 import { createTRPCUntypedClient, httpBatchLink, httpLink, type Operation } from '@trpc/client';
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import {
-  IDEMPOTENCY_KEY_BATCH_HEADER,
-  IDEMPOTENCY_KEY_HEADER,
-  idempotencyHeaders,
-} from './idempotencyHeaders.js';
+import { idempotencyHeaders } from './idempotencyHeaders.js';
 import { idempotencyLink } from './links/idempotencyLink.js';
 
 const op = (idempotencyKey?: unknown) =>

@@ -1,11 +1,7 @@
-import {
-  formatKeyHeader,
-  IDEMPOTENCY_KEY_BATCH_HEADER,
-  IDEMPOTENCY_KEY_HEADER,
-  validateKey,
-} from '@idem/core';
+import { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER, validateKey } from '@idem/core';
+import { formatKeyHeader } from '@idem/core/store';
 import type { HTTPHeaders, Operation } from '@trpc/client';
-import { idempotencyKeyOf } from './links/internals/idempotencyKeyOf.js';
+import { idempotencyKeyOf } from './idempotencyKeyOf.js';
 
 export { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER };
 

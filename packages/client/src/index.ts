@@ -1,4 +1,5 @@
 export {
+  type IdempotencyStatus,
   InvalidKeyError,
   isInvalidKeyError,
   isRetryBudgetExhaustedError,
@@ -6,6 +7,7 @@ export {
   RetryBudgetExhaustedError,
   type RetryBudgetOptions,
 } from '@idem/core';
+export { type AttemptFailure, classifyError } from './classifyError.js';
 export {
   type HeadersSource,
   IDEMPOTENCY_KEY_BATCH_HEADER,
@@ -21,14 +23,9 @@ export {
   type IntentStorage,
   intentKey,
 } from './intentKey.js';
+export { isOutcomeUnknown } from './isOutcomeUnknown.js';
+export { isTransientError } from './isTransientError.js';
 export { type IdempotencyLinkOptions, idempotencyLink } from './links/idempotencyLink.js';
-export {
-  type AttemptFailure,
-  classifyError,
-  type IdempotencyStatus,
-  isOutcomeUnknown,
-  isTransientError,
-} from './links/internals/classifyError.js';
 export {
   KEYED_RETRY_BUDGET,
   type KeyedRetryLinkOptions,

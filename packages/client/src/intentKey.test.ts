@@ -1,5 +1,6 @@
 // @vitest-environment happy-dom
-import { isConfigurationError, manualClock } from '@idem/core';
+import { isConfigurationError } from '@idem/core';
+import { manualClock } from '@idem/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { INTENT_KEY_PREFIX, type IntentStorage, intentKey } from './intentKey.js';
 

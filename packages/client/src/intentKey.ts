@@ -1,5 +1,5 @@
 import { type Clock, ConfigurationError, systemClock } from '@idem/core';
-import { createKey } from './links/internals/createKey.js';
+import { createKey } from './createKey.js';
 
 /** The part of the Web Storage API an intent key needs: `localStorage` fits, so does a Map wrapper. */
 export type IntentStorage = Pick<Storage, 'getItem' | 'setItem' | 'removeItem'> &

@@ -2,8 +2,8 @@ import { validateKey } from '@idem/core';
 import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
-import { createKey } from './internals/createKey.js';
-import { IDEMPOTENCY_KEY_CONTEXT_FIELD, idempotencyKeyOf } from './internals/idempotencyKeyOf.js';
+import { createKey } from '../createKey.js';
+import { IDEMPOTENCY_KEY_CONTEXT_FIELD, idempotencyKeyOf } from '../idempotencyKeyOf.js';
 
 declare module '@trpc/client' {
   interface OperationContext {

@@ -1,16 +1,14 @@
-import {
-  ConfigurationError,
-  isRetryBudgetExhaustedError,
-  RetryBudget,
-  seededRandom,
-} from '@idem/core';
+import { ConfigurationError, isRetryBudgetExhaustedError, RetryBudget } from '@idem/core';
+import { seededRandom } from '@idem/core/testing';
 import { createTRPCUntypedClient, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { scriptedLink } from '../../test/scriptedLink.js';
+import { classifyError } from '../classifyError.js';
+import { isOutcomeUnknown } from '../isOutcomeUnknown.js';
+import { isTransientError } from '../isTransientError.js';
 import { idempotencyLink } from './idempotencyLink.js';
-import { classifyError, isOutcomeUnknown, isTransientError } from './internals/classifyError.js';
 import { type KeyedRetryLinkOptions, keyedRetryLink, type RetryEvent } from './keyedRetryLink.js';
 
 /** Settles a promise into a value, so a rejection is never unhandled while timers run. */

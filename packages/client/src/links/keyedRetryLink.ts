@@ -9,9 +9,9 @@ import {
 import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { observable, type Unsubscribable } from '@trpc/server/observable';
-import { classifyError } from './internals/classifyError.js';
-import { idempotencyKeyOf } from './internals/idempotencyKeyOf.js';
-import { isDevelopment } from './internals/isDevelopment.js';
+import { classifyError } from '../classifyError.js';
+import { idempotencyKeyOf } from '../idempotencyKeyOf.js';
+import { isDevelopment } from '../isDevelopment.js';
 
 /** What `retryOn` is asked about one failed attempt. */
 export interface RetryOnContext<TRouter extends AnyRouter = AnyRouter> {
@@ -101,7 +101,7 @@ export interface KeyedRetryLinkOptions<TRouter extends AnyRouter = AnyRouter> {
   onRetry?: (event: RetryEvent<TRouter>) => void;
   /**
    * The jitter's source of randomness, returning numbers in [0, 1). Inject
-   * `seededRandom(seed)` from `@idem/core` for reproducible tests.
+   * `seededRandom(seed)` from `@idem/core/testing` for reproducible tests.
    * @default Math.random
    */
   random?: Random;

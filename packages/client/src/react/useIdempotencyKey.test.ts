@@ -7,8 +7,8 @@ import { createTRPCOptionsProxy, type TRPCOptionsProxy } from '@trpc/tanstack-re
 import { act, createElement, type ReactNode } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isTransientError } from '../isTransientError.js';
 import { idempotencyLink } from '../links/idempotencyLink.js';
-import { isTransientError } from '../links/internals/classifyError.js';
 import { keyedRetryLink } from '../links/keyedRetryLink.js';
 import {
   type IdempotencyKeyState,

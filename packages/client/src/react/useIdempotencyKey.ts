@@ -1,6 +1,6 @@
 import { useCallback, useMemo, useState, useSyncExternalStore } from 'react';
+import { createKey } from '../createKey.js';
 import { type IntentKeyOptions, intentKey } from '../intentKey.js';
-import { createKey } from '../links/internals/createKey.js';
 
 export interface IdempotencyKeyState {
   /** The key of the current logical submit; stable across re-renders and repeated clicks. */

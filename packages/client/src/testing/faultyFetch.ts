@@ -1,4 +1,4 @@
-import { seededRandom } from '@idem/core';
+import { seededRandom } from '@idem/core/testing';
 
 /** The real `fetch` that faultyFetch sends through (the global `fetch` fits). */
 export type FetchFunction = (

@@ -1,4 +1,8 @@
 import { type IdempotencyStatus, parseRetryAfter } from '@idem/core';
+import { isTRPCClientError, type TRPCClientError } from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
+import { getHTTPStatusCode } from '@trpc/server/http';
+import { type TRPC_ERROR_CODE_NUMBER, TRPC_ERROR_CODES_BY_NUMBER } from '@trpc/server/rpc';
 
 /**
  * What one failed attempt tells the retry link.
@@ -27,8 +31,6 @@ export interface AttemptFailure {
   transient: boolean;
 }
 
-export type { IdempotencyStatus };
-
 /** `error.data.idempotency.code` values of idem's 409s, by status. */
 const STATUS_BY_IDEMPOTENCY_CODE: Readonly<Record<string, IdempotencyStatus>> = {
   REQUEST_IN_PROGRESS: 'in-progress',
@@ -37,60 +39,6 @@ const STATUS_BY_IDEMPOTENCY_CODE: Readonly<Record<string, IdempotencyStatus>> = 
 
 /** 409 is transient only when it is idem's busy-key answer; see `classifyError`. */
 const TRANSIENT_STATUSES: ReadonlySet<number> = new Set([408, 425, 429, 500, 502, 503, 504]);
-
-/**
- * tRPC error codes (`error.data.code`) to HTTP statuses, as `@trpc/server` maps them
- * (getHTTPStatusCode.ts, 11.22.1). Copied so the client does not import tRPC's
- * "unstable-core-do-not-import" internals; used when an error formatter dropped
- * `data.httpStatus`.
- */
-const STATUS_BY_TRPC_CODE: Readonly<Record<string, number>> = {
-  PARSE_ERROR: 400,
-  BAD_REQUEST: 400,
-  UNAUTHORIZED: 401,
-  PAYMENT_REQUIRED: 402,
-  FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  METHOD_NOT_SUPPORTED: 405,
-  TIMEOUT: 408,
-  CONFLICT: 409,
-  PRECONDITION_FAILED: 412,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  UNPROCESSABLE_CONTENT: 422,
-  PRECONDITION_REQUIRED: 428,
-  TOO_MANY_REQUESTS: 429,
-  CLIENT_CLOSED_REQUEST: 499,
-  INTERNAL_SERVER_ERROR: 500,
-  NOT_IMPLEMENTED: 501,
-  BAD_GATEWAY: 502,
-  SERVICE_UNAVAILABLE: 503,
-  GATEWAY_TIMEOUT: 504,
-};
-
-/**
- * JSON-RPC codes (`error.shape.code`) to HTTP statuses: the last resort when the error
- * carries neither `data.httpStatus` nor `data.code`. All 5xx share -32603, read as 500.
- */
-const STATUS_BY_JSON_RPC_CODE: Readonly<Record<number, number>> = {
-  [-32700]: 400,
-  [-32600]: 400,
-  [-32603]: 500,
-  [-32001]: 401,
-  [-32002]: 402,
-  [-32003]: 403,
-  [-32004]: 404,
-  [-32005]: 405,
-  [-32008]: 408,
-  [-32009]: 409,
-  [-32012]: 412,
-  [-32013]: 413,
-  [-32015]: 415,
-  [-32022]: 422,
-  [-32028]: 428,
-  [-32029]: 429,
-  [-32099]: 499,
-};
 
 /**
  * What `fetch` rejects with when the network fails: a `TypeError` (WHATWG Fetch, "network
@@ -130,21 +78,21 @@ const NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
 
 /**
  * Reads a failed attempt the way httpLink and httpBatchLink report it: a
- * `TRPCClientError` whose `data` / `shape` hold the server's error and whose
- * `meta.response` is the HTTP response (absent when no response arrived).
+ * `TRPCClientError` whose `shape` / `data` hold the server's error and whose
+ * `meta.response` is the HTTP response (absent when no response arrived). Anything else
+ * (a bare error a link threw, a `RetryBudgetExhaustedError`) is read through its `cause`
+ * chain for a transport failure.
  *
- * The status comes from the operation's own error (`data.httpStatus`, then `data.code`,
- * then `shape.code`) before the response's status, because a batch response's status is
- * 207 when its operations failed differently. For the same reason a batch-wide
- * `Idempotency-Status: in-progress` header only counts for an operation whose own error
- * is a 409.
+ * The status comes from the operation's own error, as tRPC's `getHTTPStatusCode` reads it
+ * on the server (`data.httpStatus`, then the JSON-RPC code), before the response's status,
+ * because a batch response's status is 207 when its operations failed differently. For
+ * the same reason a batch-wide `Idempotency-Status: in-progress` header only counts for an
+ * operation whose own error is a 409.
  */
 export function classifyError(error: unknown, nowMs: number = Date.now()): AttemptFailure {
-  const data = recordOf(field(error, 'data'));
-  const shape = recordOf(field(error, 'shape'));
-  const response = recordOf(field(recordOf(field(error, 'meta')), 'response'));
-
-  if (data === undefined && shape === undefined && response === undefined) {
+  const clientError = isTRPCClientError<AnyRouter>(error) ? error : undefined;
+  const response = recordOf(field(clientError?.meta, 'response'));
+  if (clientError === undefined || (recordOf(clientError.shape) === undefined && !response)) {
     const outcome = isNoResponseError(error) ? 'no-response' : 'other';
     return {
       outcome,
@@ -155,8 +103,8 @@ export function classifyError(error: unknown, nowMs: number = Date.now()): Attem
     };
   }
 
-  const status = statusOf(data, shape, response);
-  const idempotency = recordOf(field(data, 'idempotency'));
+  const status = statusOf(clientError, response);
+  const idempotency = recordOf(field(clientError.data, 'idempotency'));
   const idempotencyStatus = status === 409 ? idempotencyStatusOf(idempotency, response) : undefined;
 
   const retryAfterMs = retryAfterOf(idempotency, response, nowMs);
@@ -167,50 +115,37 @@ export function classifyError(error: unknown, nowMs: number = Date.now()): Attem
 }
 
 /**
- * Whether idem's default policy retries this error: no response / network error, 408,
- * 409 from idem's busy-key answer (in progress, or lease lost to a takeover; not other
- * CONFLICTs), 425, 429, 500, 502, 503 and 504. Never 400, 401, 403, 404 or 422, nor an
- * aborted call.
- *
- * Use it to build a `retryOn` that extends the default:
- * `retryOn: ({ error }) => isTransientError(error) || isMyOwnTransientError(error)`.
+ * The operation's HTTP status: what tRPC's server sends for its error (`getHTTPStatusCode`
+ * reads `data.httpStatus`, then maps the JSON-RPC code, so a formatter that dropped
+ * `data.httpStatus` still gives 4xx codes their status and every 5xx 500, as the server
+ * itself then answers). A code tRPC does not define, or no error shape at all (a proxy's
+ * JSON error), leaves the response's own status.
  */
-export function isTransientError(error: unknown): boolean {
-  return classifyError(error).transient;
-}
-
-/**
- * Whether a call that failed may still have run, or may run if sent again: it stopped on
- * a transient failure (see `isTransientError`), including when keyedRetryLink gave up on
- * one because its retry budget was empty, its `deadlineMs` passed or its `maxAttempts`
- * were used up. The server may or may not have run it, so this is not "failed": retry
- * later with the SAME idempotency key (idem runs it at most once and replays the
- * outcome), or look the outcome up, before telling the user it did not happen.
- *
- * `false` when the server answered with a decision (a 4xx such as 400, 402, 404, 422: the
- * call did not run, or failed for good), or the caller aborted.
- */
-export function isOutcomeUnknown(error: unknown): boolean {
-  return classifyError(error).transient;
-}
-
 function statusOf(
-  data: Record<string, unknown> | undefined,
-  shape: Record<string, unknown> | undefined,
+  error: TRPCClientError<AnyRouter>,
   response: Record<string, unknown> | undefined,
 ): number | undefined {
-  const httpStatus = field(data, 'httpStatus');
-  if (typeof httpStatus === 'number') return httpStatus;
-  const code = field(data, 'code');
-  if (typeof code === 'string' && code in STATUS_BY_TRPC_CODE) return STATUS_BY_TRPC_CODE[code];
-  const rpcCode = field(shape, 'code');
-  if (typeof rpcCode === 'number' && rpcCode in STATUS_BY_JSON_RPC_CODE) {
-    return STATUS_BY_JSON_RPC_CODE[rpcCode];
+  const shape = recordOf(error.shape);
+  const data = recordOf(error.data) ?? {};
+  const code = field(shape, 'code');
+  if (isTRPCErrorCode(code) || (shape && typeof data.httpStatus === 'number')) {
+    return getHTTPStatusCode({
+      id: null,
+      error: {
+        code: code as TRPC_ERROR_CODE_NUMBER,
+        message: String(field(shape, 'message')),
+        data,
+      },
+    });
   }
   const responseStatus = field(response, 'status');
   // A 2xx (207 for a mixed batch) says nothing about this operation's own error.
   if (typeof responseStatus === 'number' && responseStatus >= 400) return responseStatus;
   return undefined;
+}
+
+function isTRPCErrorCode(code: unknown): code is TRPC_ERROR_CODE_NUMBER {
+  return typeof code === 'number' && code in TRPC_ERROR_CODES_BY_NUMBER;
 }
 
 /**

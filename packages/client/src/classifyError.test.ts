@@ -1,14 +1,11 @@
 import { InvalidKeyError, RetryBudgetExhaustedError } from '@idem/core';
-import {
-  createTRPCUntypedClient,
-  httpBatchLink,
-  httpLink,
-  type TRPCClientError,
-} from '@trpc/client';
+import { createTRPCUntypedClient, httpBatchLink, httpLink, TRPCClientError } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { describe, expect, it } from 'vitest';
-import { httpError, networkError } from '../../../test/scriptedLink.js';
-import { classifyError, isOutcomeUnknown, isTransientError } from './classifyError.js';
+import { httpError, networkError } from '../test/scriptedLink.js';
+import { classifyError } from './classifyError.js';
+import { isOutcomeUnknown } from './isOutcomeUnknown.js';
+import { isTransientError } from './isTransientError.js';
 
 const URL_BASE = 'http://idem.test/trpc';
 
@@ -377,13 +374,33 @@ describe('classifyError: a call keyedRetryLink gave up on (budget exhausted)', (
 });
 
 describe('classifyError: fallbacks', () => {
-  it('uses data.code when data.httpStatus is missing, then shape.code', () => {
+  it('uses the error code when data.httpStatus is missing, as tRPC’s getHTTPStatusCode does', () => {
     expect(classifyError(httpError({ status: 429, omitHttpStatus: true }))).toMatchObject({
       status: 429,
       transient: true,
     });
-    const shapeOnly = { shape: { code: -32004, message: 'nope' }, data: undefined };
+    // An error shape without data (a custom formatter) and without the response.
+    const shapeOnly = TRPCClientError.from({ error: { code: -32004, message: 'nope' } });
+    expect(shapeOnly.data).toBeUndefined();
     expect(classifyError(shapeOnly)).toMatchObject({ status: 404, transient: false });
+    // Every 5xx shares one JSON-RPC code: without data.httpStatus tRPC's server answers
+    // 500, and so does this reading, still transient.
+    expect(classifyError(httpError({ status: 503, omitHttpStatus: true }))).toMatchObject({
+      status: 500,
+      transient: true,
+    });
+  });
+
+  it('a code tRPC does not define falls back to the response’s status', () => {
+    const body = { error: { code: -1, message: 'not tRPC’s', data: {} } };
+    const response = new Response(JSON.stringify(body), { status: 503 });
+    const error = TRPCClientError.from(body, { meta: { response } });
+    expect(classifyError(error)).toMatchObject({ status: 503, transient: true });
+  });
+
+  it('reads only TRPCClientErrors for a status, not look-alike objects', () => {
+    const lookAlike = { shape: { code: -32029, message: 'slow down' }, data: { httpStatus: 429 } };
+    expect(classifyError(lookAlike)).toMatchObject({ outcome: 'other', transient: false });
   });
 
   it('ignores a negative or non-numeric retryAfterMs and falls back to the header', () => {
