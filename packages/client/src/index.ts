@@ -33,3 +33,7 @@ export {
   type RetryEvent,
   type RetryOnContext,
 } from './links/keyedRetryLink.js';
+export {
+  type RetryingIdempotencyLinkOptions,
+  retryingIdempotencyLink,
+} from './links/retryingIdempotencyLink.js';

@@ -34,7 +34,8 @@ export interface IdempotencyLinkOptions {
  * server can run it once however often it is sent. Queries and subscriptions pass through
  * untouched.
  *
- * Put it BEFORE `keyedRetryLink` in the chain:
+ * `retryingIdempotencyLink()` is this link and `keyedRetryLink` in the right order; to
+ * compose the chain yourself, put it BEFORE `keyedRetryLink`:
  * `links: [idempotencyLink(), keyedRetryLink(), httpLink({ url, headers: idempotencyHeaders })]`.
  * A link runs once per call and the retry link re-sends from where it sits, so a key
  * chosen upstream of the retry link is the same on every attempt. Placed after it, this

@@ -92,7 +92,7 @@ describe('keyedRetryLink: what is retried', () => {
     expect(server.calls).toHaveLength(2);
     expect(warn).toHaveBeenCalledTimes(1);
     expect(warn.mock.calls[0]?.[0]).toMatch(
-      /"order\.place" has no idempotency key.*idempotencyLink\(\)/,
+      /"order\.place" has no idempotency key.*retryingIdempotencyLink\(\).*idempotencyLink\(\)/,
     );
 
     // A second link instance warns on its own.

@@ -139,6 +139,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * that carries an idempotency key (`op.context.idempotencyKey`, set by `idempotencyLink`,
  * which must come before this link). A mutation without a key is never retried: if its
  * reply was lost, it may already have run, and sending it again could run it twice.
+ * `retryingIdempotencyLink()` is both links in one, in that order.
  *
  * Only transient failures are retried: no response (network error; the outcome is
  * unknown), 408, idem's 409 "key busy" (in progress, or lease lost to a takeover), 425,
@@ -194,8 +195,9 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
           console.warn(
             `[idem] keyedRetryLink: mutation "${op.path}" has no idempotency key, so it is ` +
               'never retried: if its reply were lost it might already have run, and sending it ' +
-              'again could run it twice. Put idempotencyLink() before keyedRetryLink() in the ' +
-              'links, or pass trpc: { context: { idempotencyKey } }. (Shown once.)',
+              'again could run it twice. Use retryingIdempotencyLink() (keys and retries in one ' +
+              'link), put idempotencyLink() before keyedRetryLink() in the links, or pass ' +
+              'trpc: { context: { idempotencyKey } }. (Shown once.)',
           );
         }
         return next(op);
