@@ -1,11 +1,5 @@
-import {
-  type Clock,
-  ConfigurationError,
-  type IdempotencyStore,
-  requirePositive,
-  systemClock,
-  type TimerHandle,
-} from '@idem/core';
+import { type Clock, ConfigurationError, systemClock, type TimerHandle } from '@idem/core';
+import { type IdempotencyStore, requirePositive } from '@idem/core/store';
 import { drizzleStore } from './drizzle/drizzleStore.js';
 import type { PgDatabaseLike } from './drizzle/PgDatabaseLike.js';
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PGlite } from '@electric-sql/pglite';
-import { isConfigurationError, memoryStore } from '@idem/core';
+import { isConfigurationError } from '@idem/core';
+import { memoryStore } from '@idem/core/testing';
 import { type Logger, sql } from 'drizzle-orm';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
@@ -240,13 +241,7 @@ for (const backend of backends) {
         const key = randomUUID();
         const tag = randomUUID();
         expect((await handle(post(key, { tag }))).status).toBe(200);
-        expect(statements).toEqual([
-          'read record',
-          'claim',
-          'savepoint idem_procedure',
-          'handler: insert order',
-          'complete',
-        ]);
+        expect(statements).toEqual(['read record', 'claim', 'handler: insert order', 'complete']);
         statements.length = 0;
         const replay = await handle(post(key, { tag }));
         expect(replay.headers.get('idempotent-replayed')).toBe('true');

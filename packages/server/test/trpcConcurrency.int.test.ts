@@ -91,4 +91,46 @@ describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, ()
     );
     expect(orders!.n).toBe(1);
   });
+
+  it('transaction mode, a deterministic error: one execution; the duplicates wait through the rollback and replay the stored error', async () => {
+    const key = randomUUID();
+    const tag = randomUUID();
+    const input = { tag, sku: 'book', gate: true, outcome: 'declined' as const };
+    const requests = Array.from({ length: CONCURRENCY }, () =>
+      mutate(app().url, 'txOrder', input, keyed(key)),
+    );
+    await app().gates.arrived(tag);
+    const observer = connect(app().databaseUrl!, 1);
+    try {
+      await until(
+        async () =>
+          (
+            await rows<{ n: number }>(
+              observer,
+              sql`select count(*)::int as n from pg_stat_activity
+                  where datname = current_database() and wait_event_type = 'Lock'`,
+            )
+          )[0]!.n >= 9,
+        { what: 'duplicates to wait on the key' },
+      );
+    } finally {
+      await observer.$client.end();
+    }
+    // The holder now rolls its order back and stores the refusal while they wait: none of
+    // them may take the key in between and run the procedure again.
+    app().gates.open(tag);
+    const responses = await Promise.all(requests);
+
+    expect(responses.every((response) => response.status === 402)).toBe(true);
+    expect(
+      responses.filter((response) => response.headers.get('idempotent-replayed') === 'true'),
+    ).toHaveLength(CONCURRENCY - 1);
+    for (const response of responses) expect(response.error?.message).toBe('The card was declined');
+    expect(app().executionsOf(tag)).toBe(1);
+    const [orders] = await rows<{ n: number }>(
+      app().db,
+      sql`select count(*)::int as n from orders where tag = ${tag}`,
+    );
+    expect(orders!.n).toBe(0);
+  });
 });

@@ -20,13 +20,14 @@ function label(query: string): string {
       'restore lock_timeout',
     ],
     [/^with "?inserted"? as \(insert into "idem_keys"/, 'claim'],
+    [/^insert into "idem_keys" .* on conflict .* do update/, 'store completed'],
     [/^insert into "idem_keys"/, 'claim'], // transaction mode, after its read found no key
     [/^update "idem_keys" set "fingerprint"/, 'take over'],
     [/^select .* from "idem_keys"/, 'read record'],
     [/^update "idem_keys" set "status"/, 'complete'],
-    [/^savepoint idem_procedure/, 'savepoint'],
-    [/^release savepoint idem_procedure/, 'release savepoint'],
-    [/^rollback to savepoint idem_procedure/, 'rollback to savepoint'],
+    [/^select pg_advisory_lock\(/, 'hold key lock'],
+    [/^select pg_advisory_unlock\(/, 'release key lock'],
+    [/^rollback and chain$/, 'rollback and chain'],
     [/^insert into orders/, 'procedure: insert order'],
     [/^select current_setting\('lock_timeout'\)/, 'procedure: read lock_timeout'],
   ];
@@ -90,8 +91,7 @@ for (const backend of backends) {
       // Before the transaction, one read: a completed key is answered from it.
       expect(await call((caller) => caller.txOrder(input), key)).toEqual([
         'read record',
-        'claim', // bounds its own lock wait and puts lock_timeout back
-        'savepoint', // ‖ the procedure's first statement
+        'claim', // takes the key lock, bounding its own wait, and puts lock_timeout back
         'procedure: insert order',
         'procedure: read lock_timeout',
         'complete',
@@ -102,11 +102,13 @@ for (const backend of backends) {
       expect(await call((caller) => caller.txOrder(declined), randomUUID())).toEqual([
         'read record',
         'claim',
-        'savepoint',
         'procedure: insert order',
         'procedure: read lock_timeout',
-        'rollback to savepoint',
-        'complete',
+        // A stored refusal: the writes roll back while the key lock holds duplicates off.
+        'hold key lock',
+        'rollback and chain',
+        'store completed',
+        'release key lock',
       ]);
     });
   });

@@ -1,19 +1,18 @@
+import { type Clock, type JsonValue, LeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
-  type Clock,
   decideClaim,
   type IdempotencyRecord,
   type IdempotencyStore,
   isExpired,
-  type JsonValue,
-  LeaseLostError,
   type LeaseToken,
   type StoredOutcome,
   type SweepOptions,
-} from '@idem/core';
+} from '@idem/core/store';
 import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
 import { deleteSkipLocked } from './deleteSkipLocked.js';
+import { keyLockArgs } from './keyLock.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
@@ -120,7 +119,32 @@ export function drizzleStore(
   db: PgDatabaseLike,
   options: DrizzleStoreOptions = {},
 ): IdempotencyStore {
-  const statements = prepareStatements(db, options.clock, options.lockWaitMs !== undefined);
+  return createDrizzleStore(db, options, false);
+}
+
+/**
+ * The store transaction mode claims through, on the procedure's transaction `tx`: new keys
+ * expected (it has just read the key), the wait for a concurrent holder bounded by
+ * `lockWaitMs`, and every claim first takes the key's transaction-scoped advisory lock
+ * (`keyLockArgs`), in the claim statement itself. Duplicates queue on that lock, which the
+ * holder can keep across a rollback (a session-level lock on the same key) while it
+ * stores a deterministic error: the key's row alone would free them at the rollback.
+ */
+export function transactionStore(tx: PgDatabaseLike, lockWaitMs: number): IdempotencyStore {
+  return createDrizzleStore(tx, { lockWaitMs, expectNewKeys: true }, true);
+}
+
+function createDrizzleStore(
+  db: PgDatabaseLike,
+  options: DrizzleStoreOptions,
+  keyLock: boolean,
+): IdempotencyStore {
+  const statements = prepareStatements(
+    db,
+    options.clock,
+    options.lockWaitMs !== undefined,
+    keyLock,
+  );
   const { clock } = options;
   /** The values every statement binds: the injected clock's "now", when there is one. */
   const lockWait =
@@ -229,9 +253,14 @@ export function drizzleStore(
  * builds only what it runs), with placeholders, and prepared on `db`. Their names tell apart the two shapes of "now" (the database's, or a bound clock value), so a driver
  * that names server-side statements (node-postgres) never sees one name with two texts.
  */
-function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLockWait: boolean) {
+function prepareStatements(
+  db: PgDatabaseLike,
+  clock: Clock | undefined,
+  boundLockWait: boolean,
+  keyLock: boolean,
+) {
   const now = sqlNow(clock, param.now);
-  const suffix = `${clock ? '_at' : ''}${boundLockWait ? '_bounded' : ''}`;
+  const suffix = `${clock ? '_at' : ''}${boundLockWait ? '_bounded' : ''}${keyLock ? '_locked' : ''}`;
   const name = (statement: string) => `idem_${statement}${suffix}`;
   const byId = and(eq(keys.scope, param.scope), eq(keys.key, param.key));
   const nowMs = sqlEpochMs(now);
@@ -240,7 +269,14 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLo
   const leaseExpired = sql`(${keys.lockedUntil} is null or ${keys.lockedUntil} <= ${now})`;
   const expired = sql`(${keys.expiresAt} <= ${now} and (${keys.status} = 'completed' or ${leaseExpired}))`;
 
-  // The values of a claimed new key. With a bound, `attempts` carries it (see BOUND_LOCK_WAIT).
+  // The values of a claimed new key. With a bound, `attempts` carries it (see BOUND_LOCK_WAIT),
+  // and the key lock after it, so that the lock's wait is bounded too.
+  const bounded = boundLockWait ? BOUND_LOCK_WAIT : sql`select 1`;
+  const attempts = keyLock
+    ? sql`(select 1 from (select pg_advisory_xact_lock(${keyLockArgs(param.scope, param.key)}) from (${bounded}) as bounded) as locked)`
+    : boundLockWait
+      ? sql`(${BOUND_LOCK_WAIT})`
+      : 1;
   const newKey = {
     scope: param.scope,
     key: param.key,
@@ -248,7 +284,7 @@ function prepareStatements(db: PgDatabaseLike, clock: Clock | undefined, boundLo
     status: 'in_progress',
     version: 1,
     lockedUntil: sqlLater(now, param.leaseMs),
-    attempts: boundLockWait ? sql`(${BOUND_LOCK_WAIT})` : 1,
+    attempts,
     outcome: null,
     steps: sql`'{}'::jsonb`,
     createdAt: now,

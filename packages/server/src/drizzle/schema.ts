@@ -1,4 +1,5 @@
-import type { JsonValue, RecordStatus, StoredOutcome } from '@idem/core';
+import type { JsonValue } from '@idem/core';
+import type { RecordStatus, StoredOutcome } from '@idem/core/store';
 import { sql } from 'drizzle-orm';
 import {
   check,

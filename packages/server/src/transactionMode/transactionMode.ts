@@ -1,21 +1,29 @@
 import {
-  answerClaim,
-  type ClaimResult,
   deriveKey,
   type HandlerContext,
   type IdempotencyEvent,
   type IdempotencyEventType,
   type IdempotencySettings,
   isRequestInProgressError,
-  type ReplayedOutcome,
+  LeaseLostError,
   RequestInProgressError,
-  storedErrorOf,
   type TimerHandle,
-  type UnclaimedClaim,
 } from '@idem/core';
+import {
+  answerClaim,
+  type ClaimResult,
+  type IdempotencyRecord,
+  type ReplayedOutcome,
+  type StoredOutcome,
+  storedErrorOf,
+  type UnclaimedClaim,
+} from '@idem/core/store';
 import { type SQL, sql } from 'drizzle-orm';
-import { drizzleStore } from '../drizzle/drizzleStore.js';
+import { drizzleStore, transactionStore } from '../drizzle/drizzleStore.js';
+import { keyLockArgs } from '../drizzle/keyLock.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import { idempotencyKeys as keys } from '../drizzle/schema.js';
+import { sqlLater, sqlNow } from '../drizzle/sqlTime.js';
 
 /** How long a transaction-mode duplicate waits on the row lock with `inProgress: 'reject'`. */
 export const DEFAULT_LOCK_WAIT_MS = 5_000;
@@ -31,7 +39,7 @@ export interface TransactionContext<TTx> extends HandlerContext {
 }
 
 /** How a call ended: its result, and whether it came from the store. */
-export interface Answer<TResult> {
+export interface CallOutcome<TResult> {
   result: TResult;
   replayed: boolean;
 }
@@ -72,9 +80,10 @@ export interface TransactionModeConfig<TResult> {
 
 /** Postgres `lock_not_available`: `lock_timeout` ran out. */
 const LOCK_NOT_AVAILABLE = '55P03';
+/** Postgres `in_failed_sql_transaction`: a statement of this transaction failed before. */
+const IN_FAILED_SQL_TRANSACTION = '25P02';
 /** A duplicate that waited `lockWaitMs` in vain: the holder is slow, come back soon. */
 const RETRY_AFTER_LOCK_WAIT_MS = 1_000;
-const SAVEPOINT = 'idem_procedure';
 
 /** A transient failure: leave the transaction by rolling all of it back. */
 class Rollback<TResult> {
@@ -92,24 +101,30 @@ class Abandoned {}
  * (or handler) and completion in one transaction on `db`. Nothing here knows the caller's
  * result type: `settle` judges a result and `replay` rebuilds one from the store.
  *
- * Statements, in order (`‖`: sent together, so postgres-js pipelines them on the
- * transaction's connection and the group costs the round trips of its slowest member):
+ * Statements, in order:
  * 1. the key's record, read outside any transaction: a completed key (a replay or a
  *    mismatch) is answered from this one read, and nothing else runs
  * 2. `BEGIN`
- * 3. the claim (one statement: insert the key, or read the existing record without locking
- *    it; a takeover adds a fenced UPDATE). It bounds its own wait for a concurrent holder's
- *    row (`lock_timeout`, set and put back within the statement)
- * 4. `SAVEPOINT` ‖ the procedure's own statements (only when claimed)
- * 5. the fenced completion `UPDATE`; after a deterministic error (or a stored refusal,
- *    `undo`), `ROLLBACK TO SAVEPOINT` and then the completion that stores the answer
- * 6. `COMMIT`; after a transient error `ROLLBACK` instead, and the key is free again
+ * 3. the claim, one statement: it takes the key's transaction-scoped advisory lock (a
+ *    duplicate waits here, bounded by `lock_timeout`, set and put back within the statement),
+ *    then inserts the key (a key that exists after all, a takeover or a duplicate that
+ *    waited, costs the full claim after it)
+ * 4. the procedure's own statements (only when claimed)
+ * 5. the fenced completion `UPDATE`
+ * 6. `COMMIT`, which frees the lock: a waiting duplicate then finds the completed key
  *
- * Inside the transaction the key costs the claim and the completion, plus the savepoint
- * that lets a deterministic error be stored with the procedure's writes rolled back while
- * the key stays held: without it a rollback would free the key to a waiting duplicate
- * before the error is stored, and the procedure would run twice. The savepoint rides in
- * the procedure's first round trip. A replay is the read alone, never the procedure.
+ * So inside the transaction the key costs two statements of its own, the claim and the
+ * completion. A transient error rolls everything back (`ROLLBACK`), and the key is free
+ * again. A deterministic error (or a stored refusal, `undo`) must roll back the
+ * procedure's writes yet keep duplicates out until its answer is stored, or a duplicate
+ * woken by the rollback would run the procedure a second time. There the holder takes the
+ * same advisory lock at session level (its own lock: granted at once), rolls the
+ * transaction back (the writes go, the session lock stays), stores the answer in one
+ * autocommit upsert on the same connection, drops the session lock and opens an empty
+ * transaction (`START TRANSACTION`) for the driver's closing `COMMIT`. (A transaction that one of the
+ * procedure's own statements aborted can only roll back: then nothing is stored.) A crash in between closes the connection,
+ * which frees the lock, and leaves nothing stored: a retry runs again. A replay is the read
+ * alone, never the procedure.
  */
 export function transactionMode<TResult>(config: TransactionModeConfig<TResult>) {
   const { db, settings, lockWaitMs, emit, settle, replay } = config;
@@ -117,7 +132,9 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
   // Autocommit reads, prepared once on `db`.
   const reader = drizzleStore(db);
 
-  return async function runInTransaction(call: TransactionCall<TResult>): Promise<Answer<TResult>> {
+  return async function runInTransaction(
+    call: TransactionCall<TResult>,
+  ): Promise<CallOutcome<TResult>> {
     const { scope, key, fingerprint } = call;
     const startedAt = clock.monotonicNow();
     const report = (type: IdempotencyEventType, version?: number, error?: unknown) => {
@@ -132,7 +149,7 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
       emit(event);
     };
     /** A replay, mismatch or in-progress answer: core's one claim-answer table. */
-    const answered = (claim: UnclaimedClaim): Answer<TResult> => {
+    const answered = (claim: UnclaimedClaim): CallOutcome<TResult> => {
       const replayed = answerClaim(claim, settings, (type) => report(type, claim.record.version));
       return { result: replay(replayed), replayed: true };
     };
@@ -169,7 +186,7 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
         admitted = true;
         clock.clearTimeout(admissionTimer);
         if (abandoned) throw new Abandoned();
-        const store = drizzleStore(tx, { lockWaitMs, expectNewKeys: true });
+        const store = transactionStore(tx, lockWaitMs);
         let claim: ClaimResult;
         try {
           claim = await store.claim({ scope, key, fingerprint, leaseMs, ttlMs });
@@ -181,10 +198,6 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
 
         const { record } = claim;
         report(claim.takeover ? 'takeover' : 'claimed', record.version);
-        // Dispatched now, awaited after the procedure: it reaches the connection before the
-        // procedure's first statement and rides in its round trip.
-        const savepoint = send(tx, sql.raw(`savepoint ${SAVEPOINT}`));
-        savepoint.catch(() => undefined);
         const result = await call.run({
           key,
           scope,
@@ -196,7 +209,6 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
           deriveKey: (suffix) => deriveKey(scope, key, suffix),
           step: async (_name, fn) => fn(),
         });
-        await savepoint;
         const settlement = settle(result);
         if (settlement.kind === 'commit') {
           const value = serializer.serialize(settlement.value);
@@ -208,17 +220,23 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
         if (settlement.kind === 'error' && errorPolicy.classify(settlement.error) === 'release') {
           throw new Rollback(result, settlement.error);
         }
-        // In this order: the completion must not sit inside the savepoint it rolls back.
-        await send(tx, sql.raw(`rollback to savepoint ${SAVEPOINT}`));
-        if (settlement.kind === 'undo') {
-          const value = serializer.serialize(settlement.value);
-          await store.complete(record, { kind: 'success', value }, ttlMs);
-          report('completed', record.version);
-          return { ran: result };
+        const outcome: StoredOutcome =
+          settlement.kind === 'undo'
+            ? { kind: 'success', value: serializer.serialize(settlement.value) }
+            : {
+                kind: 'error',
+                error: storedErrorOf(errorPolicy, settlement.error, serializer).stored,
+              };
+        // A transaction one of the procedure's statements aborted can only roll back: nothing
+        // is stored, and the caller gets the procedure's own answer (a retry runs again).
+        if (!(await storeAfterRollback(tx, record, outcome, ttlMs))) {
+          throw new Rollback(result, settlement.kind === 'error' ? settlement.error : undefined);
         }
-        const { stored } = storedErrorOf(errorPolicy, settlement.error, serializer);
-        await store.complete(record, { kind: 'error', error: stored }, ttlMs);
-        report('completed', record.version, settlement.error);
+        report(
+          'completed',
+          record.version,
+          settlement.kind === 'error' ? settlement.error : undefined,
+        );
         return { ran: result };
       });
       work.catch(() => undefined);
@@ -236,6 +254,84 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
     // Only a lease-mode attempt leaves a committed in-progress row behind.
     return answered(settled.claim);
   };
+}
+
+/**
+ * Rolls back the procedure's writes and stores `outcome` for the key `record` holds,
+ * with duplicates kept out throughout (see {@link transactionMode}). Returns false, having
+ * done nothing, when one of the procedure's statements aborted the transaction (only a
+ * rollback can follow).
+ *
+ * `ROLLBACK AND CHAIN` ends the transaction and opens the next one on the same connection
+ * at once; the upsert and the unlock run in that one, and the driver's `COMMIT` commits the
+ * answer. The connection never sits outside a transaction, where a driver may take it back
+ * to its pool (postgres-js does). A duplicate let in by the unlock waits for that commit on
+ * the upserted row. The upsert writes the holder's version over whatever the rollback
+ * brought back: nothing for a new key, the old row for a takeover, whose holder's fenced
+ * completion then matches nothing.
+ */
+async function storeAfterRollback(
+  tx: PgDatabaseLike,
+  record: IdempotencyRecord,
+  outcome: StoredOutcome,
+  ttlMs: number,
+): Promise<boolean> {
+  const lock = keyLockArgs(record.scope, record.key);
+  try {
+    await send(tx, sql`select pg_advisory_lock(${lock})`);
+  } catch (error) {
+    if (hasCode(error, IN_FAILED_SQL_TRANSACTION)) return false;
+    throw error;
+  }
+  let failure: { error: unknown } | undefined;
+  try {
+    await send(tx, sql.raw('rollback and chain'));
+    const now = sqlNow(undefined);
+    const stored = await tx
+      .insert(keys)
+      .values({
+        scope: record.scope,
+        key: record.key,
+        fingerprint: record.fingerprint,
+        status: 'completed',
+        version: record.version,
+        lockedUntil: null,
+        attempts: record.attempts,
+        outcome,
+        steps: record.steps,
+        createdAt: new Date(record.createdAt),
+        completedAt: now,
+        expiresAt: sqlLater(now, ttlMs),
+      })
+      .onConflictDoUpdate({
+        target: [keys.scope, keys.key],
+        set: {
+          fingerprint: sql`excluded.fingerprint`,
+          status: sql`excluded.status`,
+          version: sql`excluded.version`,
+          lockedUntil: sql`excluded.locked_until`,
+          attempts: sql`excluded.attempts`,
+          outcome: sql`excluded.outcome`,
+          steps: sql`excluded.steps`,
+          createdAt: sql`excluded.created_at`,
+          completedAt: sql`excluded.completed_at`,
+          expiresAt: sql`excluded.expires_at`,
+        },
+        setWhere: sql`${keys.version} < excluded.version`,
+      })
+      .returning({ version: keys.version });
+    if (stored.length === 0) throw new LeaseLostError(record.scope, record.key, record.version);
+  } catch (error) {
+    failure = { error };
+    // A failed statement aborts the chained transaction, where even the unlock would fail.
+    await send(tx, sql.raw('rollback and chain')).catch(() => undefined);
+  }
+  // A session lock outlives transactions: it must go whatever happened above, or the pooled
+  // connection would keep the key locked. (If this fails, the connection is gone, and the
+  // lock with it.)
+  await send(tx, sql`select pg_advisory_unlock(${lock})`);
+  if (failure) throw failure.error;
+  return true;
 }
 
 /**
