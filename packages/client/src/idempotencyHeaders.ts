@@ -3,8 +3,6 @@ import { formatKeyHeader } from '@idem/core/store';
 import type { HTTPHeaders, Operation } from '@trpc/client';
 import { idempotencyKeyOf } from './idempotencyKeyOf.js';
 
-export { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER };
-
 /**
  * What httpLink (`{ op }`) and httpBatchLink (`{ opList }`) pass to their `headers`
  * callback.

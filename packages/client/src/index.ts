@@ -1,23 +1,10 @@
 export {
-  type IdempotencyStatus,
-  InvalidKeyError,
-  isInvalidKeyError,
-  isRetryBudgetExhaustedError,
-  RetryBudget,
-  RetryBudgetExhaustedError,
-  type RetryBudgetOptions,
-} from '@idem/core';
-export { type AttemptFailure, classifyError } from './classifyError.js';
-export {
   type HeadersSource,
-  IDEMPOTENCY_KEY_BATCH_HEADER,
-  IDEMPOTENCY_KEY_HEADER,
   type IdempotencyHeaders,
   type IdempotencyHeadersInput,
   idempotencyHeaders,
 } from './idempotencyHeaders.js';
 export {
-  INTENT_KEY_PREFIX,
   type IntentKey,
   type IntentKeyOptions,
   type IntentStorage,
