@@ -4,11 +4,10 @@ import {
   idempotencyHeaders,
   idempotencyLink,
   isOutcomeUnknown,
-  isRetryBudgetExhaustedError,
   KEYED_RETRY_BUDGET,
   keyedRetryLink,
-  RetryBudget,
 } from '@idem/client';
+import { isRetryBudgetExhaustedError, RetryBudget } from '@idem/core';
 import { seededRandom } from '@idem/core/testing';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import superjson from 'superjson';
