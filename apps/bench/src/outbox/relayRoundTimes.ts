@@ -3,9 +3,9 @@
  * one relay's round spends its time, on a scratch database with the events enqueued
  * beforehand (no producer competing): the claim statement, the in-process batch consumer's
  * transaction (inbox rows + `bench_consumed` rows), and the settle statement, per event.
- * `FILL=50` first sets the outbox table's fillfactor (room on each page, so that the
- * claim's UPDATE can be a HOT update that writes no index entries); the line ends with how
- * many of the outbox's updates were HOT. `RETAIN=1` keeps published rows marked sent
+ * `FILL=100` first sets the outbox table's fillfactor (migration 0003 sets 40: room on each
+ * page, so that the claim's UPDATE is a HOT update that writes no index entries); the line
+ * ends with how many of the outbox's updates were HOT. `RETAIN=1` keeps published rows marked sent
  * (`retainSentMs`) instead of deleting them, the relay's behaviour before deletion.
  */
 import { migrate } from '@idem/server';

@@ -75,4 +75,18 @@ export const migrations: readonly BundledMigration[] = [
     hash: 'f4473706f78df88db005bf38a9e5fd6be0303291751d253b6a6cf13fc92e798f',
     statements: [`ALTER TABLE "idem_keys" ALTER COLUMN "outcome" SET DATA TYPE json;`],
   },
+  {
+    tag: '0003_outbox_hot_leases',
+    hash: 'ea554949f96d577e21abe39867d494a82149c114d42ce7a24d4cc19035fa25e3',
+    statements: [
+      `-- Room on every page of the outbox, so that a relay's lease (an UPDATE of locked_until and
+-- locked_by, columns no index covers) is a HOT update: the new row version goes on the same
+-- page and no index gets an entry for it. A relay deletes a row once it is published, so the
+-- lease is the only update of a published event, and 60 % free space fits it even for small
+-- payloads (the lease adds ~45 bytes to the row). Measured by the backend's CPU per event:
+-- claim 12-15 µs at the default fillfactor, 4 µs at 40. Existing pages keep their layout
+-- until they are rewritten.
+ALTER TABLE "idem_outbox" SET (fillfactor = 40);`,
+    ],
+  },
 ];

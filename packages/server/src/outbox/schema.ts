@@ -19,7 +19,8 @@ const instant = (name: string) => timestamp(name, { withTimezone: true, precisio
  * The transactional outbox: one row per event, written by `enqueue` in the business
  * transaction and published by relays. A relay deletes a row once it is published (or
  * marks it sent and keeps it for `retainSentMs`); a dead-lettered row stays until it is
- * re-driven.
+ * re-driven. Migration 0003 sets the table's fillfactor to 40, so that the claim's lease
+ * (an update of unindexed columns) is a HOT update that writes no index entries.
  */
 export const outboxEvents = pgTable(
   'idem_outbox',
