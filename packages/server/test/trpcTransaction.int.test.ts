@@ -60,6 +60,25 @@ for (const backend of backends) {
       expect(await ordersOf(tag)).toBe(0);
     });
 
+    it('after a statement of the procedure aborted the transaction: nothing stored, its own error answered, the retry runs', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const input = { tag, sku: 'book', outcome: 'aborted' as const };
+      const first = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(first.status).toBe(400);
+      expect(first.error?.message).toBe('The order could not be written');
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(key)).toBeUndefined();
+      const retried = await mutate(app().url, 'txOrder', input, keyed(key));
+      expect(retried.status).toBe(400);
+      expect(retried.headers.get('idempotent-replayed')).toBeNull();
+      expect(app().executionsOf(tag)).toBe(2);
+      // The key lock went with the transaction: the same key with a good input commits.
+      const fixed = await mutate(app().url, 'txOrder', { tag, sku: 'book' }, keyed(key));
+      expect(fixed.status).toBe(200);
+      expect(await ordersOf(tag)).toBe(1);
+    });
+
     it('on a transient error rolls back everything and frees the key; the retry runs and commits', async () => {
       const key = randomUUID();
       const tag = randomUUID();
