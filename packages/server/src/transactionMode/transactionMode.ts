@@ -25,10 +25,10 @@ import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { idempotencyKeys as keys } from '../drizzle/schema.js';
 import { sqlLater, sqlNow } from '../drizzle/sqlTime.js';
 
-/** How long a transaction-mode duplicate waits on the row lock with `inProgress: 'reject'`. */
+/** How long a transaction-mode duplicate waits on the key's lock with `inProgress: 'reject'`. */
 export const DEFAULT_LOCK_WAIT_MS = 5_000;
 
-/** The longest a duplicate waits on the key's row lock under the engine's `inProgress`. */
+/** The longest a duplicate waits on the key's lock under the engine's `inProgress`. */
 export function lockWaitOf(settings: Pick<IdempotencySettings, 'inProgress'>): number {
   return settings.inProgress === 'reject' ? DEFAULT_LOCK_WAIT_MS : settings.inProgress.waitMs;
 }
@@ -69,7 +69,7 @@ export interface TransactionCall<TResult> {
 export interface TransactionModeConfig<TResult> {
   db: PgDatabaseLike;
   settings: IdempotencySettings;
-  /** The longest a duplicate waits on the key's row lock. */
+  /** The longest a duplicate waits on the key's lock. */
   lockWaitMs: number;
   emit: (event: IdempotencyEvent) => void;
   /** Judges a run's result: what is stored, and whether its writes stay. */
@@ -156,7 +156,7 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
 
     let settled: { claim: UnclaimedClaim } | { ran: TResult };
     // The wait is bounded before the transaction starts too: PGlite has one connection, so
-    // there a duplicate queues for the connection, not for the row lock, and a pool that is
+    // there a duplicate queues for the connection, not for the key's lock, and a pool that is
     // exhausted makes a Postgres duplicate queue the same way. lock_timeout covers the rest.
     let admitted = false;
     let abandoned = false;

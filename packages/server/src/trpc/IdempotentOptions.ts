@@ -112,7 +112,7 @@ export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInp
    * `data.idempotency.code = 'REQUEST_IN_PROGRESS'`; `{ waitMs }` polls for up to `waitMs`
    * and replays the first call's outcome when it finishes (409 after that).
    *
-   * Transaction mode: a duplicate always waits on the key's row lock, which ends in a
+   * Transaction mode: a duplicate always waits on the key's lock, which ends in a
    * replay when the first call commits. The wait is bounded by Postgres' `lock_timeout`,
    * set to `waitMs`, or 5 000 ms with `'reject'`; past it, the 409 above.
    * @default 'reject'
