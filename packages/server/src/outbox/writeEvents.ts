@@ -43,9 +43,6 @@ export async function writeEvents(
       ) as locks`);
   }
   const ids = events.map(() => globalThis.crypto.randomUUID());
-  // The whole batch travels as ONE JSON parameter and the statement's text never changes:
-  // nothing to build per event, one value to send, one plan. `with ordinality … order by`
-  // hands out `seq` in the caller's order. A JSON `null` payload stays a jsonb null.
   const rows = JSON.stringify(
     events.map((event, index) => ({
       id: ids[index],
@@ -55,18 +52,34 @@ export async function writeEvents(
       headers: event.headers,
     })),
   );
-  const insert = sql`insert into ${outboxEvents} (id, topic, aggregate_key, payload, headers)
-    select (e.value->>'id')::uuid, e.value->>'topic', e.value->>'aggregateKey',
-      e.value->'payload', coalesce(e.value->'headers', '{}'::jsonb)
-    from jsonb_array_elements(${rows}::jsonb) with ordinality as e(value, position)
-    order by e.position`;
-  // NOTIFY is delivered only at commit, and once per transaction (Postgres folds identical
-  // notifications of one transaction). In the same statement, it costs no round trip.
-  await tx.execute(
-    options.notify
-      ? sql`with inserted as (${insert} returning 1)
-          select pg_notify(${OUTBOX_CHANNEL}, '') where exists (select 1 from inserted)`
-      : insert,
-  );
+  // Prepared: on postgres-js an unprepared statement with parameters costs two round trips
+  // (describe, then execute) and a parse and plan each time; a prepared one is parsed once
+  // per connection. At 50 events per statement that was a third of the database's work.
+  await prepareInsert(tx, options.notify).execute({ rows });
   return ids;
+}
+
+// The whole batch travels as ONE JSON parameter and the statement's text never changes:
+// nothing to build per event, one value to send, one plan. `with ordinality … order by`
+// hands out `seq` in the caller's order. A JSON `null` payload stays a jsonb null.
+const insertRows = sql`insert into ${outboxEvents} (id, topic, aggregate_key, payload, headers)
+  select (e.value->>'id')::uuid, e.value->>'topic', e.value->>'aggregateKey',
+    e.value->'payload', coalesce(e.value->'headers', '{}'::jsonb)
+  from jsonb_array_elements(${sql.placeholder('rows')}::jsonb) with ordinality as e(value, position)
+  order by e.position
+  returning 1 as one`;
+
+/**
+ * The insert in a CTE (which runs to completion whatever reads it) and, for `notify`,
+ * NOTIFY in the same statement: it costs no round trip, and Postgres delivers it only at
+ * commit, once per transaction (it folds identical notifications of one transaction).
+ */
+function prepareInsert(tx: PgDatabaseLike, notify: boolean) {
+  const inserted = tx.$with('inserted', { one: sql<number>`one` }).as(sql`${insertRows}`);
+  return tx
+    .with(inserted)
+    .select({ notified: notify ? sql`pg_notify(${OUTBOX_CHANNEL}, '')` : sql`1` })
+    .from(inserted)
+    .limit(1)
+    .prepare(notify ? 'idem_outbox_enqueue_notify' : 'idem_outbox_enqueue');
 }
