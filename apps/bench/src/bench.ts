@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { migrate } from '@idem/server';
+import { migrate } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { startChild } from './lib/child.js';

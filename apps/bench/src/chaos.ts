@@ -10,7 +10,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { seededRandom } from '@idem/core/testing';
-import { migrate } from '@idem/server';
+import { migrate } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { CREATE_CHAOS_TABLES } from './chaos/chaosSchema.js';

@@ -4,8 +4,8 @@ import {
   idempotencyContext,
   idempotencyErrorFormatter,
   idempotent,
-  migrate,
 } from '@idem/server';
+import { migrate } from '@idem/server/postgres';
 import { serveFetch } from '@idem/server/testing';
 import { initTRPC } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';

@@ -43,17 +43,38 @@ describe('package entries', () => {
     expect(packages).toContain('drizzle-orm');
   });
 
+  it('@idem/server/postgres imports nothing from tRPC, so an outbox-only app can migrate without @trpc/server', () => {
+    const { files, packages } = importGraph(packageJson.exports['./postgres']!['@idem/source']);
+    expect(files.length).toBeGreaterThan(5);
+    expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
+    expect(packages).toContain('drizzle-orm');
+  });
+
   it('@idem/server/nats imports nothing from tRPC', () => {
     const { packages } = importGraph(packageJson.exports['./nats']!['@idem/source']);
     expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
   });
 
-  it('the main entry holds the tRPC middleware and not the outbox', async () => {
+  it('the main entry holds the tRPC middleware, and neither the outbox nor the Postgres base', async () => {
     const main = await import('../src/index.js');
     const outbox = await import('../src/outbox/index.js');
+    const postgres = await import('../src/drizzle/index.js');
     expect(typeof main.idempotent).toBe('function');
     expect(Object.keys(outbox)).toContain('createRelay');
-    expect(Object.keys(main).filter((name) => name in outbox)).toEqual([]);
+    expect(Object.keys(postgres)).toEqual(
+      expect.arrayContaining(['migrate', 'drizzleStore', 'createSweeper', 'sweepExpired']),
+    );
+    expect(Object.keys(main).filter((name) => name in outbox || name in postgres)).toEqual([]);
+  });
+
+  it('each name is exported from one entry only', async () => {
+    const owners = new Map<string, string[]>();
+    for (const [subpath, entry] of Object.entries(packageJson.exports)) {
+      const module = (await import(resolve(packageRoot, entry['@idem/source']))) as object;
+      for (const name of Object.keys(module))
+        owners.set(name, [...(owners.get(name) ?? []), subpath]);
+    }
+    expect([...owners].filter(([, subpaths]) => subpaths.length > 1)).toEqual([]);
   });
 
   it('no entry re-exports what @idem/core exports', async () => {

@@ -1,9 +1,5 @@
-import {
-  type IdempotencyRequestContext,
-  idempotent,
-  type PgDatabaseLike,
-  withIdempotencyErrorData,
-} from '@idem/server';
+import { type IdempotencyRequestContext, idempotent, withIdempotencyErrorData } from '@idem/server';
+import type { PgDatabaseLike } from '@idem/server/postgres';
 import { initTRPC } from '@trpc/server';
 import { sql } from 'drizzle-orm';
 import superjson from 'superjson';

@@ -1,5 +1,5 @@
-import type { PgDatabaseLike } from '@idem/server';
 import { defineEvents } from '@idem/server/outbox';
+import type { PgDatabaseLike } from '@idem/server/postgres';
 import { sql } from 'drizzle-orm';
 import { integer, pgTable, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { z } from 'zod';

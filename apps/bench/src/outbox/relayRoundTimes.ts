@@ -8,8 +8,9 @@
  * ends with how many of the outbox's updates were HOT. `RETAIN=1` keeps published rows marked sent
  * (`retainSentMs`) instead of deleting them, the relay's behaviour before deletion.
  */
-import { migrate } from '@idem/server';
+
 import { createRelay, idempotentConsumer, inProcessPublisher } from '@idem/server/outbox';
+import { migrate } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { runMain } from '../lib/cleanup.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { leaseTokenOf } from '@idem/core/store';
-import { drizzleStore, sweepExpired } from '@idem/server';
+import { drizzleStore, sweepExpired } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { quiet } from '../lib/config.js';

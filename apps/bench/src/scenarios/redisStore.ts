@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type ClaimRequest, type IdempotencyStore, leaseTokenOf } from '@idem/core/store';
 import { redisStore as createRedisStore } from '@idem/redis';
 import { startRedisServer } from '@idem/redis/testing';
-import { drizzleStore } from '@idem/server';
+import { drizzleStore } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { createClient } from 'redis';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type ClaimRequest, leaseTokenOf } from '@idem/core/store';
-import { drizzleStore } from '@idem/server';
+import { drizzleStore } from '@idem/server/postgres';
 import type { Logger } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';

@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { leaseTokenOf } from '@idem/core/store';
-import { drizzleStore, migrate, sweepExpired } from '@idem/server';
+import { drizzleStore, migrate, sweepExpired } from '@idem/server/postgres';
 import type { Logger } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';

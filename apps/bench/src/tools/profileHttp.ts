@@ -3,7 +3,7 @@
  * HTTP variant of the benchmark against a server started with `--cpu-prof`, then where that
  * server's CPU time went. The evidence behind a missed HTTP target.
  */
-import { migrate } from '@idem/server';
+import { migrate } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { onCleanup, runMain } from '../lib/cleanup.js';

@@ -1,4 +1,5 @@
-import { idempotencyContext, idempotencyKeys } from '@idem/server';
+import { idempotencyContext } from '@idem/server';
+import { idempotencyKeys } from '@idem/server/postgres';
 import { and, eq, sql } from 'drizzle-orm';
 import { crashSwitch } from './crashAfterCharge';
 import { checkouts } from './db/schema';

@@ -1,5 +1,5 @@
 import type { IdempotencyStore } from '@idem/core/store';
-import { createSweeper, drizzleStore, migrate } from '@idem/server';
+import { createSweeper, drizzleStore, migrate } from '@idem/server/postgres';
 import { migrateApp } from './db/migrateApp';
 import type { AppDatabase } from './db/openDatabase';
 import { openDatabase } from './db/openDatabase';

@@ -90,8 +90,9 @@ const STATEMENTS = [
 ];
 
 /**
- * Creates the shop's own tables (idem's come from `migrate()` of `@idem/server`). Safe at
- * every start and from several servers at once: one transaction behind an advisory lock.
+ * Creates the shop's own tables (idem's come from `migrate()` of `@idem/server/postgres`).
+ * Safe at every start and from several servers at once: one transaction behind an advisory
+ * lock.
  */
 export async function migrateApp(db: AppDatabase): Promise<void> {
   await db.transaction(async (tx) => {

@@ -1,4 +1,4 @@
-import { idempotencyKeys } from '@idem/server';
+import { idempotencyKeys } from '@idem/server/postgres';
 import { and, asc, count, eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
 import {
