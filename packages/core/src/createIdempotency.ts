@@ -73,7 +73,7 @@ export interface InProgressWait {
 
 export interface IdempotencyOptions {
   /**
-   * Where keys live: `drizzleStore(db)` from `@idem/server`, `redisStore(client)` from
+   * Where keys live: `drizzleStore(db)` from `@idem/server/postgres`, `redisStore(client)` from
    * `@idem/redis`, `memoryStore()` from `@idem/core/testing` (one process), or your own.
    */
   store: IdempotencyStore;
