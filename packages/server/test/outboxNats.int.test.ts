@@ -1,6 +1,6 @@
 import { isConfigurationError } from '@idem/core';
 import { manualClock } from '@idem/core/testing';
-import type { JsMsg } from '@nats-io/jetstream';
+import { DiscardPolicy, JetStreamApiError, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
@@ -188,6 +188,54 @@ describe('NATS JetStream on Postgres', () => {
     await waitFor(() => reported.length === 1, { what: 'the event to be consumed' });
     expect(await effectCounts(db)).toEqual(new Map([[id, 1]]));
     expect((await nats().jsm.streams.info(stream.name)).state.messages).toBe(1);
+  });
+
+  it('publishBatch: one result per message, in order, from one reply subscription', async () => {
+    const { jsm, nc } = nats();
+    const suffix = crypto.randomUUID().replaceAll('-', '').slice(0, 12);
+    const stream = `IDEM_TEST_BATCH_${suffix}`;
+    // Room for two messages, and new ones refused beyond that: a refusal by JetStream.
+    await jsm.streams.add({
+      name: stream,
+      subjects: [`idembatch.${suffix}`],
+      max_msgs: 2,
+      discard: DiscardPolicy.New,
+      duplicate_window: nanos(60_000),
+    });
+    later({ close: () => jsm.streams.delete(stream) });
+    const message = (id: string, subject: string): OutboxMessage => ({
+      id,
+      topic: subject,
+      aggregateKey: null,
+      payload: { id },
+      headers: {},
+      createdAt: new Date(),
+    });
+    const [first, second, third] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
+    const publisher = later(
+      jetStreamPublisher({
+        connection: nc,
+        subject: (event) => {
+          if (event.topic === 'unnamed') throw new Error('no subject for this one');
+          return event.topic === 'stream' ? `idembatch.${suffix}` : `idembatch.nostream.${suffix}`;
+        },
+      }),
+    );
+    const results = await publisher.publishBatch?.([
+      message(first, 'stream'),
+      message(first, 'stream'), // the same id again: JetStream drops it and acknowledges
+      message(second, 'stream'),
+      message(third, 'stream'), // the stream is full
+      message(crypto.randomUUID(), 'elsewhere'), // no stream captures the subject
+      message(crypto.randomUUID(), 'unnamed'),
+    ]);
+    expect(results?.map((result) => result.ok)).toEqual([true, true, true, false, false, false]);
+    const errors = (results ?? []).map((result) => (result.ok ? undefined : result.error));
+    expect(errors[3]).toBeInstanceOf(JetStreamApiError);
+    expect(isTransientNatsError(errors[3])).toBe(false); // counts as an attempt
+    expect(isTransientNatsError(errors[4])).toBe(true); // no responders: an outage
+    expect(String(errors[5])).toContain('no subject for this one');
+    expect((await jsm.streams.info(stream)).state.messages).toBe(2);
   });
 
   it('naks a failed handler with a delay, acks after commit, and skips a redelivered duplicate', async () => {

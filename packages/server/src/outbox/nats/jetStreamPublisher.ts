@@ -1,7 +1,8 @@
 import { type JetStreamClient, type JetStreamOptions, jetstream } from '@nats-io/jetstream';
 import { type NatsConnection, headers as natsHeaders } from '@nats-io/nats-core';
-import type { OutboxMessage, Publisher } from '../OutboxMessage.js';
+import type { OutboxMessage, Publisher, PublishResult } from '../OutboxMessage.js';
 import { isTransientNatsError } from './isTransientNatsError.js';
+import { type JetStreamAcks, type JetStreamMessage, jetStreamAcks } from './jetStreamAcks.js';
 import { NATS_HEADERS } from './natsHeaders.js';
 
 export interface JetStreamPublisherOptions {
@@ -33,6 +34,7 @@ export interface JetStreamPublisherOptions {
 interface Client {
   nc: NatsConnection;
   js: JetStreamClient;
+  acks: JetStreamAcks;
 }
 
 export interface JetStreamPublisher extends Publisher {
@@ -56,22 +58,21 @@ export function jetStreamPublisher(options: JetStreamPublisherOptions): JetStrea
   const timeoutMs = options.timeoutMs ?? 5_000;
   const subjectOf = options.subject ?? ((message: OutboxMessage) => message.topic);
   let opened: Promise<Client> | undefined;
+  const clientOf = (nc: NatsConnection): Client => ({
+    nc,
+    js: jetstream(nc, options.jetStreamOptions),
+    acks: jetStreamAcks(nc),
+  });
 
   const client = (): Promise<Client> => {
     if (typeof connection !== 'function') {
-      opened ??= Promise.resolve({
-        nc: connection,
-        js: jetstream(connection, options.jetStreamOptions),
-      });
+      opened ??= Promise.resolve(clientOf(connection));
       return opened;
     }
-    opened ??= connection().then(
-      (nc) => ({ nc, js: jetstream(nc, options.jetStreamOptions) }),
-      (error: unknown) => {
-        opened = undefined; // the next publish tries to connect again
-        throw error;
-      },
-    );
+    opened ??= connection().then(clientOf, (error: unknown) => {
+      opened = undefined; // the next publish tries to connect again
+      throw error;
+    });
     return opened.then((current) => {
       if (!current.nc.isClosed()) return current;
       // Closed for good (reconnect attempts exhausted): open a new one.
@@ -83,28 +84,63 @@ export function jetStreamPublisher(options: JetStreamPublisherOptions): JetStrea
   return {
     async publish(message) {
       const { js } = await client();
-      const headers = natsHeaders();
-      for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
-      headers.set(NATS_HEADERS.topic, message.topic);
-      if (message.aggregateKey !== null) {
-        headers.set(NATS_HEADERS.aggregateKey, message.aggregateKey);
-      }
-      headers.set(NATS_HEADERS.createdAt, message.createdAt.toISOString());
       await js.publish(subjectOf(message), JSON.stringify(message.payload), {
         msgID: message.id,
-        headers,
+        headers: headersOf(message),
         timeout: timeoutMs,
       });
+    },
+
+    // A relay's batch: every message in flight at once, one reply subscription and one
+    // timer for all their acknowledgements (see jetStreamAcks).
+    async publishBatch(messages) {
+      const { acks } = await client();
+      const results: PublishResult[] = [];
+      const sendable: JetStreamMessage[] = [];
+      const sentAt: number[] = [];
+      messages.forEach((message, index) => {
+        try {
+          const headers = headersOf(message);
+          headers.set(NATS_HEADERS.messageId, message.id);
+          sendable.push({
+            subject: subjectOf(message),
+            payload: JSON.stringify(message.payload),
+            headers,
+          });
+          sentAt.push(index);
+        } catch (error) {
+          // `subject` threw for this message: it fails alone.
+          results[index] = { ok: false, error };
+        }
+      });
+      const acknowledged = await acks.publishAll(sendable, timeoutMs);
+      acknowledged.forEach((result, position) => {
+        results[sentAt[position] as number] = result;
+      });
+      return results;
     },
 
     isTransientError: isTransientNatsError,
 
     async close() {
-      const current = opened;
+      const current = await opened?.catch(() => undefined);
       opened = undefined;
-      if (!current || typeof connection !== 'function') return;
-      const { nc } = await current.catch(() => ({ nc: undefined }));
-      if (nc && !nc.isClosed()) await nc.close();
+      if (!current) return;
+      if (typeof connection !== 'function') {
+        current.acks.close(); // a given connection stays open, without our subscription
+        return;
+      }
+      if (!current.nc.isClosed()) await current.nc.close();
     },
   };
+}
+
+/** The event's own headers, and the ones `consumeJetStream` reads the event back from. */
+function headersOf(message: OutboxMessage) {
+  const headers = natsHeaders();
+  for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
+  headers.set(NATS_HEADERS.topic, message.topic);
+  if (message.aggregateKey !== null) headers.set(NATS_HEADERS.aggregateKey, message.aggregateKey);
+  headers.set(NATS_HEADERS.createdAt, message.createdAt.toISOString());
+  return headers;
 }
