@@ -1,7 +1,6 @@
 import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { PgDatabaseLike, TransactionOf } from '../../drizzle/PgDatabaseLike.js';
-import { executeRows } from '../../drizzle/rows.js';
 import { sqlNow } from '../../drizzle/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 
@@ -104,14 +103,18 @@ export async function insertInboxRows(
   ids: readonly string[],
   clock: Clock | undefined,
 ): Promise<Set<string>> {
-  const rows = await executeRows<{ event_id: string }>(
-    tx,
-    sql`insert into ${inbox} (consumer, event_id, processed_at)
-      select ${name}, e.id, ${sqlNow(clock)}
-      from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb) as e(id)
-      order by e.id
-      on conflict do nothing
-      returning event_id`,
-  );
-  return new Set(rows.map((row) => row.event_id));
+  // Prepared (the same text for every batch): no describe round trip, no parse or plan
+  // after the first on a connection. The select yields the table's columns in order.
+  const rows = await tx
+    .insert(inbox)
+    .select(
+      sql`select ${name}, e.id, ${sqlNow(clock)}
+        from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb) as e(id)
+        order by e.id`,
+    )
+    .onConflictDoNothing()
+    .returning({ eventId: inbox.eventId })
+    .prepare('idem_inbox_insert')
+    .execute();
+  return new Set(rows.map((row) => row.eventId));
 }

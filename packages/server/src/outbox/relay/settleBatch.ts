@@ -39,16 +39,31 @@ export async function settleBatch(
   // 1,000 this costs less Postgres time than joining a record set on the event id.
   const published = sql`${outbox.seq} = any(${`{${sentSeqs.join(',')}}`}::bigint[])
     and ${outbox.lockedBy} = ${token}`;
-  // Deleting writes the row once more where marking it sent would write a new version,
-  // index entries for it, and later the cleanup's delete as well.
+  if (sentSeqs.length === settlements.length) {
+    // The usual round: everything was published. Deleting writes the row once more where
+    // marking it sent would write a new version, index entries for it, and later the
+    // cleanup's delete as well. Prepared, like the claim: the same text every round, so no
+    // describe round trip and no parse or plan after the first.
+    const rows = options.keepSent
+      ? await db
+          .update(outbox)
+          .set({ sentAt: now, lockedUntil: null, lockedBy: null })
+          .where(published)
+          .returning({ id: outbox.id })
+          .prepare('idem_outbox_mark_sent')
+          .execute()
+      : await db
+          .delete(outbox)
+          .where(published)
+          .returning({ id: outbox.id })
+          .prepare('idem_outbox_delete_sent')
+          .execute();
+    return idsOf(rows);
+  }
   const settleSent = options.keepSent
     ? sql`update ${outbox} set sent_at = ${now}, locked_until = null, locked_by = null
-        where ${published} returning ${outbox.id}::text as id`
-    : sql`delete from ${outbox} where ${published} returning ${outbox.id}::text as id`;
-  if (sentSeqs.length === settlements.length) {
-    // The usual round: everything was published.
-    return idsOf(await executeRows<{ id: string }>(db, settleSent));
-  }
+        where ${published} returning ${outbox.id}`
+    : sql`delete from ${outbox} where ${published} returning ${outbox.id}`;
   // The failures travel as one JSON parameter: the statement's text is the same for every
   // batch size, so there is nothing to build per event and one value to send.
   const failures = JSON.stringify(
@@ -76,7 +91,7 @@ export async function settleBatch(
       locked_by = null
     from jsonb_to_recordset(${failures}::jsonb) as v(id uuid, outcome text, error text, delay_ms float8)
     where ${outbox.id} = v.id and ${outbox.lockedBy} = ${token}
-    returning ${outbox.id}::text as id`;
+    returning ${outbox.id}`;
   // Both halves in one statement (they touch different rows): one round trip, one commit.
   return idsOf(
     await executeRows<{ id: string }>(
