@@ -7,8 +7,14 @@
  * page, so that the claim's UPDATE is a HOT update that writes no index entries); the line
  * ends with how many of the outbox's updates were HOT. `RETAIN=1` keeps published rows marked sent
  * (`retainSentMs`) instead of deleting them, the relay's behaviour before deletion.
+ *
+ * Everything runs on ONE connection, so that with Postgres on this machine the line also
+ * gives that backend's CPU time per event (from /proc): for enqueue (50 events per
+ * transaction), the consumer's transaction, and the claim and settle statements. Wall
+ * times swing with the machine's load; the backend's CPU time much less.
  */
 
+import { readFileSync } from 'node:fs';
 import { createRelay, idempotentConsumer, inProcessPublisher } from '@idem/server/outbox';
 import { migrate } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
@@ -22,7 +28,7 @@ runMain(async () => {
   const events = Number(process.argv[2] ?? 20_000);
   const batchSize = Number(process.argv[3] ?? 500);
   const scratch = await createScratchDatabase();
-  const client = postgres(scratch.url, { ...quiet, max: 4 });
+  const client = postgres(scratch.url, { ...quiet, max: 1 });
   try {
     const db = drizzle(client);
     await migrate(db);
@@ -30,15 +36,20 @@ runMain(async () => {
     if (process.env.FILL) {
       await client.unsafe(`alter table idem_outbox set (fillfactor = ${Number(process.env.FILL)})`);
     }
-    for (let from = 0; from < events; from += 500) {
-      const list = Array.from({ length: Math.min(500, events - from) }, (_, index) => ({
+    const [backend] = await client<{ pid: number }[]>`select pg_backend_pid() as pid`;
+    const cpuMs = backendCpuMs(backend?.pid ?? 0);
+    const enqueueCpuMs = cpuMs();
+    for (let from = 0; from < events; from += 50) {
+      const list = Array.from({ length: Math.min(50, events - from) }, (_, index) => ({
         topic: BENCH_TOPIC,
         payload: { n: from + index },
       }));
       await db.transaction((tx) => benchEvents.enqueue(tx, list));
     }
+    const enqueueCpu = cpuMs() - enqueueCpuMs;
     const consumer = idempotentConsumer({ db, name: 'bench' });
     let consumerMs = 0;
+    let consumerCpu = 0;
     // The relay's statements are timed from outside: a round minus its publish.
     const relay = createRelay({
       db,
@@ -50,10 +61,12 @@ runMain(async () => {
           [BENCH_TOPIC]: {
             batch: async (batch) => {
               const startedAt = performance.now();
+              const cpuAt = cpuMs();
               const results = await consumer.handleBatch(batch, (fresh, tx) =>
                 recordConsumed(tx, fresh),
               );
               consumerMs += performance.now() - startedAt;
+              consumerCpu += cpuMs() - cpuAt;
               return results;
             },
           },
@@ -62,6 +75,7 @@ runMain(async () => {
       ),
     });
     const startedAt = performance.now();
+    const roundsCpuAt = cpuMs();
     let published = 0;
     for (;;) {
       const round = await relay.runOnce();
@@ -69,6 +83,7 @@ runMain(async () => {
       if (round.claimed === 0) break;
     }
     const totalMs = performance.now() - startedAt;
+    const roundsCpu = cpuMs() - roundsCpuAt;
     // The statistics collector reports with a delay; a snapshot after the run is enough.
     await client`select pg_stat_force_next_flush()`;
     const [updates] = await client<{ updates: number; hot: number }[]>`
@@ -81,9 +96,28 @@ runMain(async () => {
         `claim and settle statements ${perEventUs(totalMs - consumerMs)} µs; ` +
         `${updates?.hot ?? 0} of ${updates?.updates ?? 0} outbox updates were HOT`,
     );
+    if (backend && roundsCpu > 0) {
+      console.log(
+        `Postgres backend CPU per event: enqueue ${perEventUs(enqueueCpu)} µs, consumer transaction ${perEventUs(consumerCpu)} µs, ` +
+          `claim and settle ${perEventUs(roundsCpu - consumerCpu)} µs`,
+      );
+    }
     return 0;
   } finally {
     await client.end({ timeout: 5 });
     await scratch.drop();
   }
 });
+
+/** The CPU time (user + system, ms) a local Postgres backend has used; 0 if not readable. */
+function backendCpuMs(pid: number): () => number {
+  const ticksPerMs = 100 / 1000; // USER_HZ
+  return () => {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      return (Number(fields[11]) + Number(fields[12])) / ticksPerMs;
+    } catch {
+      return 0;
+    }
+  };
+}
