@@ -284,7 +284,7 @@ runMain(async () => {
     line('  events enqueued', nats.events);
     line('  stream leaders killed', nats.leaderChanges.join(', ') || 'none');
     line('  relay publishes failed (retried)', nats.relayFailed);
-    line('  events published (marked sent)', nats.relayPublished);
+    line('  events published and settled', nats.relayPublished);
     line('  stream messages', nats.streamMessages);
     line('  redeliveries the inbox skipped', nats.consumerDuplicates);
     line('  consumer failures', nats.consumerFailures);
