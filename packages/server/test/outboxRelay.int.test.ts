@@ -328,6 +328,43 @@ for (const backend of backends) {
         expect(clock.pendingTimers()).toBe(0);
       });
 
+      it('claims the next batch while a full one publishes, at most one round ahead', async () => {
+        const { db } = database();
+        await resetOutbox(db);
+        const ids = await events.enqueue(
+          db,
+          Array.from({ length: 5 }, (_, n) => ({
+            topic: 'test.numbered' as const,
+            payload: { n },
+          })),
+        );
+        const gate = deferred();
+        const publisher = recordingPublisher(async (message) => {
+          if (message.id === ids[0]) await gate.promise;
+        });
+        const relay = createRelay({ db, publisher, batchSize: 2, listen: false });
+        await relay.start();
+        try {
+          // The first batch (ids 0-1) hangs in its publish; the second (2-3) goes out anyway.
+          await waitFor(() => publisher.published.length === 3, { what: 'the second batch' });
+          expect(publisher.published.map((message) => message.id)).toEqual([
+            ids[1],
+            ids[2],
+            ids[3],
+          ]);
+          // Not a third round while the first is still publishing: the last event waits.
+          const waiting = (await outboxRows(db)).find((row) => row.id === ids[4]);
+          expect(waiting).toMatchObject({ locked: false });
+          gate.resolve();
+          await waitFor(() => publisher.published.length === 5, { what: 'every event' });
+        } finally {
+          gate.resolve();
+          await relay.stop();
+        }
+        expect(await outboxRows(db)).toEqual([]);
+        expect((await relay.stats()).published).toBe(5);
+      });
+
       it('runs the embedded pipeline: enqueue in a transaction, relay in process, consume once', async () => {
         const { db } = database();
         await resetOutbox(db);

@@ -26,8 +26,9 @@ export interface RelayRound {
 
 export interface Relay {
   /**
-   * Starts publishing in the background: rounds back to back while there is work, then a
-   * wait of `pollIntervalMs` that a notification cuts short. Resolves once listening.
+   * Starts publishing in the background: rounds back to back while there is work (after a
+   * full batch, the next is claimed while it publishes), then a wait of `pollIntervalMs`
+   * that a notification cuts short. Resolves once listening.
    */
   start(): Promise<void>;
   /** Stops after the round in flight has published and settled its events. */

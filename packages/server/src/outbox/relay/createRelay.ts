@@ -1,6 +1,6 @@
 import { backoffDelay, type Clock, ConfigurationError } from '@idem/core';
 import { notifyObserver, requirePositive } from '@idem/core/store';
-import { claimBatch } from './claimBatch.js';
+import { type ClaimedEvent, claimBatch } from './claimBatch.js';
 import { cleanupSent } from './cleanupSent.js';
 import { listDeadLetters, redriveDeadLetters } from './deadLetters.js';
 import { listenForWakeUps } from './listenForWakeUps.js';
@@ -91,11 +91,25 @@ export function createRelay(options: RelayOptions): Relay {
   };
 
   async function runOnce(): Promise<RelayRound> {
+    return finish(await claim());
+  }
+
+  async function claim(): Promise<{ token: string; claimed: ClaimedEvent[] }> {
     const token = globalThis.crypto.randomUUID();
     // Reset before claiming: a notification from here on may be for a commit this claim
     // does not see, and must still cut the next wait short.
     notified = false;
-    const claimed = await claimBatch(db, { batchSize, leaseMs, ordered, token, clock });
+    return { token, claimed: await claimBatch(db, { batchSize, leaseMs, ordered, token, clock }) };
+  }
+
+  /** Publishes and settles a claimed batch. */
+  async function finish({
+    token,
+    claimed,
+  }: {
+    token: string;
+    claimed: ClaimedEvent[];
+  }): Promise<RelayRound> {
     const round: RelayRound = {
       claimed: claimed.length,
       published: 0,
@@ -186,6 +200,8 @@ export function createRelay(options: RelayOptions): Relay {
     let nextCleanupAt = now();
     let outages = 0;
     let errors = 0;
+    /** A full round still publishing while the loop claims the next one. */
+    let ahead: Promise<RelayRound> | undefined;
     while (running) {
       let round: RelayRound;
       try {
@@ -193,16 +209,37 @@ export function createRelay(options: RelayOptions): Relay {
           nextCleanupAt = now() + cleanupIntervalMs;
           await cleanup();
         }
-        round = await runOnce();
+        const claimed = await claim();
+        const finishing = finish(claimed);
+        const previous = ahead;
+        ahead = finishing;
+        // Settled below or by the next turn; an error here is reported there.
+        finishing.catch(() => undefined);
+        const before = previous ? await previous : undefined;
+        if (before && before.published > 0) outages = 0;
+        if (claimed.claimed.length === batchSize && !(before && isOutage(before))) {
+          // A full batch, so more may be waiting: claim the next one while this one
+          // publishes (at most one round ahead). Claim and settle are the relay's
+          // database work, publish is the broker's or the consumer's: overlapped, one
+          // relay keeps two cores busy through a backlog. A partial batch is not
+          // overlapped, so a relay that keeps up still publishes each batch as it comes.
+          errors = 0;
+          continue;
+        }
+        ahead = undefined;
+        round = await finishing;
         errors = 0;
       } catch (error) {
+        // The failed round's partner, if one is still publishing, settles on its own.
+        await ahead?.catch(() => undefined);
+        ahead = undefined;
         errors++;
         const retryInMs = delayFor(errors);
         emit({ type: 'error', error, retryInMs });
         await sleep(retryInMs, false);
         continue;
       }
-      if (round.released > 0 && round.published === 0) {
+      if (isOutage(round)) {
         // The publisher is unreachable: pause the whole relay, not just these events, so
         // an outage neither burns attempts nor spins.
         outages++;
@@ -219,6 +256,7 @@ export function createRelay(options: RelayOptions): Relay {
       if (round.published > 0) outages = 0;
       if (round.claimed < batchSize) await sleep(pollIntervalMs, true);
     }
+    await ahead?.catch(() => undefined);
   }
 
   return {
@@ -273,6 +311,9 @@ export function createRelay(options: RelayOptions): Relay {
     cleanup,
   };
 }
+
+/** The publisher was unreachable for the whole round. */
+const isOutage = (round: RelayRound) => round.released > 0 && round.published === 0;
 
 const positiveInteger = (name: string, value: number) =>
   requirePositive(`createRelay: ${name}`, value, { integer: true });
