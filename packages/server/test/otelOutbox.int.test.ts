@@ -94,7 +94,7 @@ for (const backend of backends) {
       expect(Number(count?.n)).toBe(3);
     });
 
-    it('idem.outbox.published and idem.outbox.publish.lag: per event a relay marked sent', async () => {
+    it('idem.outbox.published and idem.outbox.publish.lag: per event a relay settled', async () => {
       const { otel, placeOrders, relayWith } = await setUp();
       await placeOrders('o-1', 'o-2', 'o-3');
       const relay = relayWith(inProcessPublisher({ 'order.placed': () => {} }));

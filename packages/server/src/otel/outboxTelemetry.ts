@@ -46,7 +46,8 @@ export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry
     }),
     published: meter.createCounter('idem.outbox.published', {
       unit: '{event}',
-      description: 'Events published by a relay and marked sent.',
+      description:
+        'Events a relay published and settled (deleted, or marked sent with retainSentMs).',
     }),
     retries: meter.createCounter('idem.outbox.retries', {
       unit: '{retry}',
