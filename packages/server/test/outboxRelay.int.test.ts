@@ -328,6 +328,65 @@ for (const backend of backends) {
         expect(clock.pendingTimers()).toBe(0);
       });
 
+      it('drains an ordered backlog wider than a batch without sleeping after an overlapped partial claim', {
+        timeout: 60_000,
+      }, async () => {
+        const { db } = database();
+        await resetOutbox(db);
+        // 15 aggregates of 3 events, each aggregate's events in order: 15 heads, then 15
+        // second events, then 15 third ones.
+        const ids = await events.enqueue(
+          db,
+          Array.from({ length: 45 }, (_, index) => ({
+            topic: 'test.numbered' as const,
+            payload: { n: Math.floor(index / 15) },
+            aggregateKey: `aggregate-${index % 15}`,
+          })),
+        );
+        const gate = deferred();
+        const publisher = recordingPublisher(async (message) => {
+          if (message.id === ids[0]) await gate.promise;
+        });
+        // A manual clock never advanced: a relay that sleeps a poll interval never wakes.
+        const clock = manualClock(Date.now() + 60_000);
+        const relay = createRelay({
+          db,
+          publisher,
+          clock,
+          ordered: true,
+          batchSize: 10,
+          pollIntervalMs: 60_000,
+          listen: false,
+        });
+        await relay.start();
+        try {
+          // The first round (10 heads) hangs on one event; the second claim finds only the 5
+          // other heads, the rest sit behind the first round's leased events: a partial
+          // claim of a backlog that is not drained.
+          // Bounds that only catch a stall, sized for a loaded machine.
+          await waitFor(() => publisher.published.length === 14, {
+            what: 'the second round',
+            timeoutMs: 20_000,
+          });
+          gate.resolve();
+          await waitFor(() => publisher.published.length === 45, {
+            what: 'every event',
+            timeoutMs: 20_000,
+          });
+        } finally {
+          gate.resolve();
+          await relay.stop();
+        }
+        const order = new Map<string, number[]>();
+        for (const message of publisher.published) {
+          const seen = order.get(message.aggregateKey!) ?? [];
+          seen.push((message.payload as { n: number }).n);
+          order.set(message.aggregateKey!, seen);
+        }
+        expect(order.size).toBe(15);
+        for (const seen of order.values()) expect(seen).toEqual([0, 1, 2]);
+      });
+
       it('claims the next batch while a full one publishes, at most one round ahead', async () => {
         const { db } = database();
         await resetOutbox(db);

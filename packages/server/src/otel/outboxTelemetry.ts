@@ -59,7 +59,7 @@ export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry
     }),
     publishLag: meter.createHistogram('idem.outbox.publish.lag', {
       unit: 's',
-      description: 'Time from the producing transaction to the relay marking the event sent.',
+      description: 'Time from the producing transaction to the relay settling the event.',
       advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     }),
     handled: meter.createCounter('idem.inbox.handled', {

@@ -22,7 +22,11 @@ export type RelayEvent =
   | { type: 'lease_lost'; ids: string[] }
   /** Sent events older than `retainSentMs` were deleted. */
   | { type: 'cleaned_up'; deleted: number }
-  /** A database error in the loop; the relay retries after `retryInMs`. */
+  /**
+   * A database error in the loop; the relay retries after `retryInMs`. `retryInMs` 0: the
+   * round that was publishing beside a failed one (or at `stop()`) failed to settle too;
+   * its events come back when their lease ends.
+   */
   | { type: 'error'; error: unknown; retryInMs: number };
 
 export type RelayEventType = RelayEvent['type'];

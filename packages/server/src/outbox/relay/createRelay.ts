@@ -202,6 +202,14 @@ export function createRelay(options: RelayOptions): Relay {
     let errors = 0;
     /** A full round still publishing while the loop claims the next one. */
     let ahead: Promise<RelayRound> | undefined;
+    /**
+     * This turn's claim ran while another round still held its leases. Its size then says
+     * nothing about the backlog: an ordered claim skips the events behind that round's
+     * (their aggregate's earlier events are unsent), so a partial batch is no reason to sleep.
+     */
+    let overlapped = false;
+    /** Reports a failure of the round that was publishing beside the one that failed. */
+    const reportPartner = (error: unknown) => emit({ type: 'error', error, retryInMs: 0 });
     while (running) {
       let round: RelayRound;
       try {
@@ -212,6 +220,7 @@ export function createRelay(options: RelayOptions): Relay {
         const claimed = await claim();
         const finishing = finish(claimed);
         const previous = ahead;
+        overlapped = previous !== undefined;
         ahead = finishing;
         // Settled below or by the next turn; an error here is reported there.
         finishing.catch(() => undefined);
@@ -231,7 +240,7 @@ export function createRelay(options: RelayOptions): Relay {
         errors = 0;
       } catch (error) {
         // The failed round's partner, if one is still publishing, settles on its own.
-        await ahead?.catch(() => undefined);
+        await ahead?.catch(reportPartner);
         ahead = undefined;
         errors++;
         const retryInMs = delayFor(errors);
@@ -254,9 +263,9 @@ export function createRelay(options: RelayOptions): Relay {
         continue;
       }
       if (round.published > 0) outages = 0;
-      if (round.claimed < batchSize) await sleep(pollIntervalMs, true);
+      if (round.claimed < batchSize && !overlapped) await sleep(pollIntervalMs, true);
     }
-    await ahead?.catch(() => undefined);
+    await ahead?.catch(reportPartner);
   }
 
   return {
