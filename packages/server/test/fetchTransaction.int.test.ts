@@ -9,8 +9,8 @@ import postgres from 'postgres';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { idempotentHandler } from '../src/fetch/index.js';
-import { deferred, until } from './fixtures/deferred.js';
-import { backends, connect, rows, useDatabase } from './harness.js';
+import { deferred } from './fixtures/deferred.js';
+import { backends, rows, untilLockWaiters, useDatabase } from './harness.js';
 
 const CONCURRENCY = 50;
 
@@ -157,22 +157,9 @@ for (const backend of backends) {
       if (url) {
         // Every other pooled connection is blocked on the holder's row: the row lock, not
         // luck, keeps them out.
-        const observer = connect(url, 1);
-        try {
-          await until(
-            async () =>
-              (
-                await rows<{ n: number }>(
-                  observer,
-                  sql`select count(*)::int as n from pg_stat_activity
-                      where datname = current_database() and wait_event_type = 'Lock'`,
-                )
-              )[0]!.n >= 9,
-            { what: 'duplicates to wait on the row lock', timeoutMs: 60_000 },
-          );
-        } finally {
-          await observer.$client.end();
-        }
+        await untilLockWaiters(url, (waiting) => waiting >= 9, {
+          what: 'duplicates to wait on the key',
+        });
       }
       open.resolve();
       const answered = await Promise.all(responses);

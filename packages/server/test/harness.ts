@@ -8,6 +8,7 @@ import { migrate } from '../src/drizzle/migrate.js';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { executeRows } from '../src/drizzle/rows.js';
 import { createScratchDatabase } from '../src/testing/createScratchDatabase.js';
+import { until } from './fixtures/deferred.js';
 
 /** The real server the Postgres backend uses; each test file gets its own database there. */
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -34,6 +35,35 @@ const quiet = { onnotice: () => {} };
 /** Opens a client on one database; `max` connections (default 10). */
 export function connect(url: string, max = 10): PostgresJsDatabase & { $client: postgres.Sql } {
   return drizzlePostgres(postgres(url, { ...quiet, max }));
+}
+
+/**
+ * Waits until the number of this database's backends waiting on a lock (`pg_stat_activity`)
+ * satisfies `enough`: duplicates queued on a key's lock, not luck, are what keeps them out.
+ */
+export async function untilLockWaiters(
+  url: string,
+  enough: (waiting: number) => boolean,
+  { what = 'backends to wait on a lock', timeoutMs = 60_000 } = {},
+): Promise<void> {
+  const observer = connect(url, 1);
+  try {
+    await until(
+      async () =>
+        enough(
+          (
+            await rows<{ n: number }>(
+              observer,
+              sql`select count(*)::int as n from pg_stat_activity
+                  where datname = current_database() and wait_event_type = 'Lock'`,
+            )
+          )[0]!.n,
+        ),
+      { what, timeoutMs },
+    );
+  } finally {
+    await observer.$client.end();
+  }
 }
 
 export {

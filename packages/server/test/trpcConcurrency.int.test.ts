@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { until } from './fixtures/deferred.js';
 import { useTestApp } from './fixtures/testApp.js';
-import { connect, rows } from './harness.js';
+import { rows, untilLockWaiters } from './harness.js';
 import { mutate, type RawResponse } from './httpClient.js';
 
 const CONCURRENCY = 200;
@@ -59,22 +59,9 @@ describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, ()
     await app().gates.arrived(tag);
     // Every other pooled connection is now blocked on the winner's row (the rest queue
     // for a connection): the row lock, not luck, is what keeps them out.
-    const observer = connect(app().databaseUrl!, 1);
-    try {
-      await until(
-        async () =>
-          (
-            await rows<{ n: number }>(
-              observer,
-              sql`select count(*)::int as n from pg_stat_activity
-                  where datname = current_database() and wait_event_type = 'Lock'`,
-            )
-          )[0]!.n >= 9,
-        { what: 'duplicates to wait on the row lock' },
-      );
-    } finally {
-      await observer.$client.end();
-    }
+    await untilLockWaiters(app().databaseUrl!, (waiting) => waiting >= 9, {
+      what: 'duplicates to wait on the key',
+    });
     app().gates.open(tag);
     const responses = await Promise.all(requests);
 
@@ -100,22 +87,9 @@ describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, ()
       mutate(app().url, 'txOrder', input, keyed(key)),
     );
     await app().gates.arrived(tag);
-    const observer = connect(app().databaseUrl!, 1);
-    try {
-      await until(
-        async () =>
-          (
-            await rows<{ n: number }>(
-              observer,
-              sql`select count(*)::int as n from pg_stat_activity
-                  where datname = current_database() and wait_event_type = 'Lock'`,
-            )
-          )[0]!.n >= 9,
-        { what: 'duplicates to wait on the key' },
-      );
-    } finally {
-      await observer.$client.end();
-    }
+    await untilLockWaiters(app().databaseUrl!, (waiting) => waiting >= 9, {
+      what: 'duplicates to wait on the key',
+    });
     // The holder now rolls its order back and stores the refusal while they wait: none of
     // them may take the key in between and run the procedure again.
     app().gates.open(tag);

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { until } from './fixtures/deferred.js';
 import { useTestApp } from './fixtures/testApp.js';
-import { backends, connect, rows } from './harness.js';
+import { backends, rows, untilLockWaiters } from './harness.js';
 import { idempotencyData, mutate } from './httpClient.js';
 
 for (const backend of backends) {
@@ -105,22 +105,9 @@ for (const backend of backends) {
       const duplicate = mutate(app().url, 'txOrder', input, keyed(key, user));
       if (app().databaseUrl) {
         // Real Postgres: see the duplicate's claim blocked on the first one's row.
-        const observer = connect(app().databaseUrl!, 1);
-        try {
-          await until(
-            async () =>
-              (
-                await rows<{ n: number }>(
-                  observer,
-                  sql`select count(*)::int as n from pg_stat_activity
-                      where datname = current_database() and wait_event_type = 'Lock'`,
-                )
-              )[0]!.n === 1,
-            { what: 'the duplicate to wait on the row lock' },
-          );
-        } finally {
-          await observer.$client.end();
-        }
+        await untilLockWaiters(app().databaseUrl!, (waiting) => waiting === 1, {
+          what: 'the duplicate to wait on the key',
+        });
       } else {
         // PGlite has one connection: the duplicate queues for it behind the open transaction.
         await until(() => app().scopeCalls.get(user) === 2, { what: 'the duplicate to arrive' });
