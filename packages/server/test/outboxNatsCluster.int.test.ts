@@ -137,6 +137,14 @@ describe('a 3-node NATS JetStream cluster, its stream leader killed mid-run', ()
           });
           killed = firstLeader.kill();
           await killed;
+          // The loop goes on enqueueing at once: the relay publishes them while the stream
+          // has no leader (an election takes seconds), so its own retries show.
+        }
+        if (from === EVENTS / 2) {
+          await waitFor(async () => (await relay.stats()).failed > 0, {
+            timeoutMs: 60_000,
+            what: 'the relay to see publishes fail while the stream elects a leader',
+          });
           // The two survivors elect a leader of their own while the first is down (once it
           // is back, leadership may well return to it, so this is checked now; until the
           // survivors notice, stream info may still name the dead node).
@@ -147,12 +155,6 @@ describe('a 3-node NATS JetStream cluster, its stream leader killed mid-run', ()
             },
             { timeoutMs: 60_000, intervalMs: 100, what: 'the survivors to elect a leader' },
           );
-        }
-        if (from === EVENTS / 2) {
-          await waitFor(async () => (await relay.stats()).failed > 0, {
-            timeoutMs: 60_000,
-            what: 'the relay to see publishes fail while the stream elects a leader',
-          });
           await firstLeader.start();
         }
         await new Promise((resolve) => setImmediate(resolve));
