@@ -49,62 +49,47 @@ describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, ()
     expect(app().executionsOf(tag)).toBe(1);
   });
 
-  it('transaction mode: exactly one execution and one order; every duplicate waits and replays', async () => {
+  /**
+   * Sends CONCURRENCY transaction-mode orders with one key, holds the first at its gate
+   * until every other pooled connection waits on the key's lock (the rest queue for a
+   * connection: the lock, not luck, keeps them out), then lets it finish.
+   */
+  const storm = async (input: { tag: string; outcome?: 'declined' }) => {
     const key = randomUUID();
-    const tag = randomUUID();
-    const input = { tag, sku: 'book', gate: true };
     const requests = Array.from({ length: CONCURRENCY }, () =>
-      mutate(app().url, 'txOrder', input, keyed(key)),
+      mutate(app().url, 'txOrder', { ...input, sku: 'book', gate: true }, keyed(key)),
     );
-    await app().gates.arrived(tag);
-    // Every other pooled connection is now blocked on the winner's row (the rest queue
-    // for a connection): the row lock, not luck, is what keeps them out.
+    await app().gates.arrived(input.tag);
     await untilLockWaiters(app().databaseUrl!, (waiting) => waiting >= 9, {
       what: 'duplicates to wait on the key',
     });
-    app().gates.open(tag);
+    app().gates.open(input.tag);
     const responses = await Promise.all(requests);
-
-    expect(responses.every((response) => response.status === 200)).toBe(true);
     expect(
       responses.filter((response) => response.headers.get('idempotent-replayed') === 'true'),
     ).toHaveLength(CONCURRENCY - 1);
+    expect(app().executionsOf(input.tag)).toBe(1);
+    const [orders] = await rows<{ n: number }>(
+      app().db,
+      sql`select count(*)::int as n from orders where tag = ${input.tag}`,
+    );
+    return { responses, orders: orders!.n };
+  };
+
+  it('transaction mode: exactly one execution and one order; every duplicate waits and replays', async () => {
+    const { responses, orders } = await storm({ tag: randomUUID() });
+    expect(responses.every((response) => response.status === 200)).toBe(true);
     const original = responses.find((response) => !response.headers.get('idempotent-replayed'))!;
     for (const response of responses) expect(response.data).toEqual(original.data);
-    expect(app().executionsOf(tag)).toBe(1);
-    const [orders] = await rows<{ n: number }>(
-      app().db,
-      sql`select count(*)::int as n from orders where tag = ${tag}`,
-    );
-    expect(orders!.n).toBe(1);
+    expect(orders).toBe(1);
   });
 
+  // The holder rolls its order back and stores the refusal while they wait: none of them
+  // may take the key in between and run the procedure again.
   it('transaction mode, a deterministic error: one execution; the duplicates wait through the rollback and replay the stored error', async () => {
-    const key = randomUUID();
-    const tag = randomUUID();
-    const input = { tag, sku: 'book', gate: true, outcome: 'declined' as const };
-    const requests = Array.from({ length: CONCURRENCY }, () =>
-      mutate(app().url, 'txOrder', input, keyed(key)),
-    );
-    await app().gates.arrived(tag);
-    await untilLockWaiters(app().databaseUrl!, (waiting) => waiting >= 9, {
-      what: 'duplicates to wait on the key',
-    });
-    // The holder now rolls its order back and stores the refusal while they wait: none of
-    // them may take the key in between and run the procedure again.
-    app().gates.open(tag);
-    const responses = await Promise.all(requests);
-
+    const { responses, orders } = await storm({ tag: randomUUID(), outcome: 'declined' });
     expect(responses.every((response) => response.status === 402)).toBe(true);
-    expect(
-      responses.filter((response) => response.headers.get('idempotent-replayed') === 'true'),
-    ).toHaveLength(CONCURRENCY - 1);
     for (const response of responses) expect(response.error?.message).toBe('The card was declined');
-    expect(app().executionsOf(tag)).toBe(1);
-    const [orders] = await rows<{ n: number }>(
-      app().db,
-      sql`select count(*)::int as n from orders where tag = ${tag}`,
-    );
-    expect(orders!.n).toBe(0);
+    expect(orders).toBe(0);
   });
 });
