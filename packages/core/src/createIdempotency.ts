@@ -18,7 +18,7 @@ import {
 } from './errors/UnserializableValueError.js';
 import { fingerprintNow } from './fingerprint.js';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
-import { startLease } from './lease.js';
+import { LeaseKeeper } from './lease.js';
 import { notifyObserver } from './notifyObserver.js';
 import type { IdempotencyRecord, JsonValue, LeaseToken } from './record.js';
 import { requirePositive } from './requirePositive.js';
@@ -267,6 +267,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const settings = resolveSettings(options);
   const { store, leaseMs, ttlMs, heartbeatMs, errorPolicy, serializer, clock } = settings;
   const { onEvent } = options;
+  const leases = new LeaseKeeper({ store, leaseMs, heartbeatMs, clock });
 
   type Base = { scope: string; key: string; version: number };
 
@@ -357,7 +358,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const { record } = claim;
     // The record names the incarnation it was claimed as: it is its own lease token.
     const token: LeaseToken = record;
-    const lease = startLease({ store, token, leaseMs, heartbeatMs, clock, claimedAt });
+    const lease = leases.start(token, claimedAt);
     // Recovery points saved so far; copied before the first write, so the store's record
     // is never changed under it.
     let steps = record.steps;

@@ -3,18 +3,12 @@ import { isLeaseLostError, LeaseLostError } from './errors/LeaseLostError.js';
 import type { IdempotencyStore } from './IdempotencyStore.js';
 import type { LeaseToken } from './record.js';
 
-export interface LeaseOptions {
+/** What every lease of one engine shares. */
+export interface LeaseKeeperOptions {
   store: IdempotencyStore;
-  token: LeaseToken;
   leaseMs: number;
   heartbeatMs: number;
   clock: Clock;
-  /**
-   * When the claim that granted the lease was sent, by `clock.monotonicNow()`: the lease
-   * may have started any time after that, so the holder counts from there to stay on the
-   * safe side.
-   */
-  claimedAt: number;
 }
 
 export interface Lease {
@@ -30,15 +24,71 @@ export interface Lease {
 }
 
 /**
- * Keeps a claim's lease alive while its handler runs. The signal aborts when the store says
- * another attempt took over, and also when renewals kept failing (the database is
- * unreachable) until the lease may have run out: past that point another attempt may
+ * Keeps claims' leases alive while their handlers run. A lease's signal aborts when the
+ * store says another attempt took over, and also when renewals kept failing (the database
+ * is unreachable) until the lease may have run out: past that point another attempt may
  * legitimately hold the key, so this one must stop. The holder measures that on the
  * monotonic clock: a wall clock stepped back (an NTP correction) would otherwise keep a
  * holder that lost its key running side effects.
+ *
+ * One keeper per engine: every lease renews `heartbeatMs` after it started and then every
+ * `heartbeatMs`, as if each had its own timer, but the keeper arms one timer for all of
+ * them. Leases share `heartbeatMs`, so the order they start in is the order they fall due
+ * in: the timer waits for the first, and starting or stopping a lease touches no timer.
+ * The timer is left armed when the last lease stops (the system clock's timers never keep
+ * a process alive); when it fires with nothing due it is armed for the next lease, if any.
  */
-export function startLease(options: LeaseOptions): Lease {
-  return new HeartbeatLease(options);
+export class LeaseKeeper {
+  readonly options: LeaseKeeperOptions;
+  /** Running leases, in the order they fall due. */
+  private readonly running = new Set<HeartbeatLease>();
+  private timer: TimerHandle | undefined;
+
+  constructor(options: LeaseKeeperOptions) {
+    this.options = options;
+  }
+
+  /**
+   * Starts renewing the lease of `token`, claimed by a request sent at `claimedAt` (by
+   * `clock.monotonicNow()`): the lease may have started any time after that, so the holder
+   * counts from there to stay on the safe side.
+   */
+  start(token: LeaseToken, claimedAt: number): Lease {
+    const { clock, heartbeatMs } = this.options;
+    const lease = new HeartbeatLease(this, token, claimedAt, clock.monotonicNow() + heartbeatMs);
+    this.running.add(lease);
+    if (this.timer === undefined) this.timer = clock.setTimeout(this.fire, heartbeatMs);
+    return lease;
+  }
+
+  /** @internal */
+  remove(lease: HeartbeatLease): void {
+    this.running.delete(lease);
+  }
+
+  private readonly fire = (): void => {
+    this.timer = undefined;
+    const { clock, heartbeatMs } = this.options;
+    const now = clock.monotonicNow();
+    const due: HeartbeatLease[] = [];
+    for (const lease of this.running) {
+      if (lease.dueAt > now) break;
+      due.push(lease);
+    }
+    for (const lease of due) {
+      // Renewed leases go to the back: due again a whole interval from now.
+      this.running.delete(lease);
+      if (lease.tick(now)) {
+        lease.dueAt = now + heartbeatMs;
+        this.running.add(lease);
+      }
+    }
+    if (this.timer !== undefined) return;
+    for (const next of this.running) {
+      this.timer = clock.setTimeout(this.fire, next.dueAt - now);
+      break;
+    }
+  };
 }
 
 /**
@@ -46,20 +96,23 @@ export function startLease(options: LeaseOptions): Lease {
  * only when the handler reads `signal`, which most never do.
  */
 class HeartbeatLease implements Lease {
-  private readonly options: LeaseOptions;
+  /** When the next renewal is due, by `clock.monotonicNow()`. */
+  dueAt: number;
+  private readonly keeper: LeaseKeeper;
+  private readonly token: LeaseToken;
   private renewedAt: number;
   private inFlight = false;
   private stopped = false;
   private lastError: unknown;
-  private timer: TimerHandle | undefined;
   private controller: AbortController | undefined;
   /** Why the lease was lost, once it was. */
   private lost: LeaseLostError | undefined;
 
-  constructor(options: LeaseOptions) {
-    this.options = options;
-    this.renewedAt = options.claimedAt;
-    this.timer = options.clock.setTimeout(this.tick, options.heartbeatMs);
+  constructor(keeper: LeaseKeeper, token: LeaseToken, claimedAt: number, dueAt: number) {
+    this.keeper = keeper;
+    this.token = token;
+    this.renewedAt = claimedAt;
+    this.dueAt = dueAt;
   }
 
   get signal(): AbortSignal {
@@ -71,7 +124,8 @@ class HeartbeatLease implements Lease {
   }
 
   assertHeld(): void {
-    if (!this.lost && this.options.clock.monotonicNow() >= this.renewedAt + this.options.leaseMs) {
+    const { clock, leaseMs } = this.keeper.options;
+    if (!this.lost && clock.monotonicNow() >= this.renewedAt + leaseMs) {
       this.lose(this.expired());
     }
     if (this.lost) throw this.lost;
@@ -79,31 +133,21 @@ class HeartbeatLease implements Lease {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== undefined) this.options.clock.clearTimeout(this.timer);
+    this.keeper.remove(this);
   }
 
-  private expired(): LeaseLostError {
-    const { token } = this.options;
-    return new LeaseLostError(token.scope, token.key, token.version, { cause: this.lastError });
-  }
-
-  private lose(error: LeaseLostError): void {
-    this.stop();
-    this.lost = error;
-    this.controller?.abort(error);
-  }
-
-  private readonly tick = (): void => {
-    if (this.stopped) return;
-    const { store, token, leaseMs, heartbeatMs, clock } = this.options;
-    if (clock.monotonicNow() >= this.renewedAt + leaseMs) {
+  /** A renewal falls due at `now`; false once the lease is no longer renewed. */
+  tick(now: number): boolean {
+    if (this.stopped) return false;
+    const { store, leaseMs, clock } = this.keeper.options;
+    if (now >= this.renewedAt + leaseMs) {
       this.lose(this.expired());
-      return;
+      return false;
     }
     if (!this.inFlight) {
       this.inFlight = true;
       const sentAt = clock.monotonicNow();
-      store.heartbeat(token, leaseMs).then(
+      store.heartbeat(this.token, leaseMs).then(
         () => {
           this.inFlight = false;
           this.renewedAt = sentAt;
@@ -116,6 +160,17 @@ class HeartbeatLease implements Lease {
         },
       );
     }
-    this.timer = clock.setTimeout(this.tick, heartbeatMs);
-  };
+    return true;
+  }
+
+  private expired(): LeaseLostError {
+    const { token } = this;
+    return new LeaseLostError(token.scope, token.key, token.version, { cause: this.lastError });
+  }
+
+  private lose(error: LeaseLostError): void {
+    this.stop();
+    this.lost = error;
+    this.controller?.abort(error);
+  }
 }
