@@ -50,11 +50,11 @@ const NO_STEPS = '{}';
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const clock = options.clock ?? systemClock;
-  const records = new Map<string, KeptRecord>();
-  const id = (scope: string, key: string) => `${scope.length}:${scope}\u0000${key}`;
+  /** Scope → key → record: two lookups of strings whose hashes are cached, no joined id. */
+  const scopes = new Map<string, Map<string, KeptRecord>>();
 
   const held = (token: LeaseToken): KeptRecord => {
-    const record = records.get(id(token.scope, token.key));
+    const record = scopes.get(token.scope)?.get(token.key);
     if (
       record?.status !== 'in_progress' ||
       record.version !== token.version ||
@@ -67,11 +67,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
 
   return {
     async claim(request: ClaimRequest): Promise<ClaimResult> {
-      const recordId = id(request.scope, request.key);
-      const kept = records.get(recordId);
+      let keys = scopes.get(request.scope);
+      const kept = keys?.get(request.key);
       const decision = decideClaim(kept && recordOf(kept), request, clock.now());
       if (decision.status !== 'claimed') return decision;
-      records.set(recordId, keep(decision.next));
+      if (keys === undefined) {
+        keys = new Map();
+        scopes.set(request.scope, keys);
+      }
+      keys.set(request.key, keep(decision.next));
       // `next` was built for this call alone: the store keeps text, not this object.
       return { status: 'claimed', takeover: decision.takeover, record: decision.next };
     },
@@ -108,40 +112,71 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
-      const record = records.get(id(scope, key));
+      const record = scopes.get(scope)?.get(key);
       return record && !isExpired(record, clock.now()) ? recordOf(record) : null;
     },
 
     async sweep({ limit }: SweepOptions): Promise<number> {
       const now = clock.now();
       let deleted = 0;
-      for (const [recordId, record] of records) {
-        if (deleted >= limit) break;
-        if (isExpired(record, now)) {
-          records.delete(recordId);
-          deleted++;
+      for (const [scope, keys] of scopes) {
+        for (const [key, record] of keys) {
+          if (deleted >= limit) return deleted;
+          if (isExpired(record, now)) {
+            keys.delete(key);
+            deleted++;
+          }
         }
+        if (keys.size === 0) scopes.delete(scope);
       }
       return deleted;
     },
 
-    size: () => records.size,
+    size: () => {
+      let size = 0;
+      for (const keys of scopes.values()) size += keys.size;
+      return size;
+    },
   };
 }
 
+/** The record as kept: every field written out (one shape, no spread), its JSON as text. */
 function keep(record: IdempotencyRecord): KeptRecord {
-  const steps = record.steps;
   return {
-    ...record,
+    scope: record.scope,
+    key: record.key,
+    fingerprint: record.fingerprint,
+    status: record.status,
+    version: record.version,
+    lockedUntil: record.lockedUntil,
+    attempts: record.attempts,
     outcome: record.outcome === null ? null : JSON.stringify(record.outcome),
-    steps: Object.keys(steps).length === 0 ? NO_STEPS : JSON.stringify(steps),
+    steps: hasNone(record.steps) ? NO_STEPS : JSON.stringify(record.steps),
+    createdAt: record.createdAt,
+    completedAt: record.completedAt,
+    expiresAt: record.expiresAt,
   };
 }
 
+/** A copy of a kept record for a caller: its JSON parsed afresh. */
 function recordOf(kept: KeptRecord): IdempotencyRecord {
   return {
-    ...kept,
+    scope: kept.scope,
+    key: kept.key,
+    fingerprint: kept.fingerprint,
+    status: kept.status,
+    version: kept.version,
+    lockedUntil: kept.lockedUntil,
+    attempts: kept.attempts,
     outcome: kept.outcome === null ? null : (JSON.parse(kept.outcome) as StoredOutcome),
-    steps: JSON.parse(kept.steps) as Record<string, JsonValue>,
+    steps: kept.steps === NO_STEPS ? {} : (JSON.parse(kept.steps) as Record<string, JsonValue>),
+    createdAt: kept.createdAt,
+    completedAt: kept.completedAt,
+    expiresAt: kept.expiresAt,
   };
+}
+
+function hasNone(object: object): boolean {
+  for (const _ in object) return false;
+  return true;
 }
