@@ -368,6 +368,33 @@ describe('createIdempotency', () => {
     for (const key of flat) expect(key).toMatch(/^idem-[0-9a-f]{32}-(charge|refund)$/);
   });
 
+  it('hands the handler a context it may take apart', async () => {
+    const { engine } = setup();
+    const ran = await engine.execute(
+      request,
+      async ({ key, scope, attempt, version, takeover, step, deriveKey, signal }) => ({
+        key,
+        scope,
+        attempt,
+        version,
+        takeover,
+        charged: await step('charge', () => 'ch_1'),
+        derived: deriveKey('charge'),
+        aborted: signal.aborted,
+      }),
+    );
+    expect(ran.value).toMatchObject({
+      key: request.key,
+      scope: request.scope,
+      attempt: 1,
+      version: 1,
+      takeover: false,
+      charged: 'ch_1',
+      aborted: false,
+    });
+    expect(ran.value.derived).toMatch(/^idem-[0-9a-f]{32}-charge$/);
+  });
+
   it('refuses settings that cannot work', () => {
     const store = memoryStore();
     const attempt = (options: Parameters<typeof createIdempotency>[0]) => () =>

@@ -18,7 +18,7 @@ import {
 } from './errors/UnserializableValueError.js';
 import { fingerprintNow } from './fingerprint.js';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
-import { LeaseKeeper } from './lease.js';
+import { type Lease, LeaseKeeper } from './lease.js';
 import { notifyObserver } from './notifyObserver.js';
 import type { IdempotencyRecord, JsonValue, LeaseToken } from './record.js';
 import { requirePositive } from './requirePositive.js';
@@ -349,6 +349,8 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     return error;
   }
 
+  const host: AttemptHost = { store, serializer, settleUnstorable };
+
   async function run<T>(
     claim: Extract<ClaimResult, { status: 'claimed' }>,
     claimedAt: number,
@@ -359,61 +361,15 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     // The record names the incarnation it was claimed as: it is its own lease token.
     const token: LeaseToken = record;
     const lease = leases.start(token, claimedAt);
-    // Recovery points saved so far; copied before the first write, so the store's record
-    // is never changed under it.
-    let steps = record.steps;
-    // Set once a recovery point settled the key (its result could not be stored): from then
-    // on the key's outcome is this error, whatever the handler does after catching it.
+    const context = new AttemptContext(host, claim, lease, startedAt);
     let settled: { error: unknown } | undefined;
-
-    const context: HandlerContext = {
-      key: record.key,
-      scope: record.scope,
-      get signal() {
-        return lease.signal;
-      },
-      attempt: record.attempts,
-      version: record.version,
-      takeover: claim.takeover,
-      deriveKey: (suffix) => deriveKey(record.scope, record.key, suffix),
-      async step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {
-        if (settled) throw settled.error;
-        if (Object.hasOwn(steps, name)) return serializer.deserialize(steps[name]!) as S;
-        // A holder that was paused past its lease must not start new side effects: another
-        // attempt may already own the key.
-        lease.assertHeld();
-        const value = await fn();
-        let json: JsonValue;
-        try {
-          json = serializer.serialize(value);
-        } catch (cause) {
-          lease.stop();
-          try {
-            settled = {
-              error: await settleUnstorable(
-                record,
-                `The recovery point "${name}"`,
-                cause,
-                startedAt,
-              ),
-            };
-          } catch (error) {
-            settled = { error };
-          }
-          throw settled.error;
-        }
-        await store.saveStep(token, name, json);
-        if (steps === record.steps) steps = { ...steps };
-        steps[name] = json;
-        return value;
-      },
-    };
 
     let value: T;
     try {
       value = await handler(context);
     } catch (error) {
       lease.stop();
+      settled = AttemptContext.settled(context);
       if (settled) throw settled.error;
       if (isLeaseLostError(error)) {
         emit('lease_lost', record, startedAt, { error });
@@ -433,6 +389,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       throw error;
     }
     lease.stop();
+    settled = AttemptContext.settled(context);
     if (settled) throw settled.error;
     let json: JsonValue;
     try {
@@ -500,4 +457,113 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       return await run(claim, claimedAt, handler, startedAt);
     },
   };
+}
+
+/** What an attempt's recovery points need of their engine. */
+interface AttemptHost {
+  store: IdempotencyStore;
+  serializer: Serializer;
+  /** Settles the key with an `UnserializableValueError` for a result that cannot be stored. */
+  settleUnstorable(
+    record: IdempotencyRecord,
+    subject: string,
+    cause: unknown,
+    startedAt: number,
+  ): Promise<UnserializableValueError>;
+}
+
+/**
+ * The handler's context for one attempt: a class, so that making one per call costs an
+ * allocation, not an object literal with an accessor (a runtime call each time). `step`
+ * and `deriveKey` are own properties, so a handler may take them apart
+ * (`const { step } = ctx`); `signal` is read through the lease, which makes its
+ * `AbortController` only when it is read.
+ */
+class AttemptContext implements HandlerContext {
+  readonly key: string;
+  readonly scope: string;
+  readonly attempt: number;
+  readonly version: number;
+  readonly takeover: boolean;
+  readonly step: HandlerContext['step'];
+  readonly deriveKey: (suffix: string) => string;
+  readonly #host: AttemptHost;
+  readonly #record: IdempotencyRecord;
+  readonly #lease: Lease;
+  readonly #startedAt: number;
+  /**
+   * Recovery points saved so far; copied before the first write, so the store's record is
+   * never changed under it.
+   */
+  #steps: Record<string, JsonValue>;
+  /**
+   * Set once a recovery point settled the key (its result could not be stored): from then
+   * on the key's outcome is this error, whatever the handler does after catching it.
+   */
+  #settled: { error: unknown } | undefined;
+
+  constructor(
+    host: AttemptHost,
+    claim: Extract<ClaimResult, { status: 'claimed' }>,
+    lease: Lease,
+    startedAt: number,
+  ) {
+    const { record } = claim;
+    this.key = record.key;
+    this.scope = record.scope;
+    this.attempt = record.attempts;
+    this.version = record.version;
+    this.takeover = claim.takeover;
+    this.step = (name, fn) => this.#step(name, fn);
+    this.deriveKey = (suffix) => deriveKey(record.scope, record.key, suffix);
+    this.#host = host;
+    this.#record = record;
+    this.#lease = lease;
+    this.#startedAt = startedAt;
+    this.#steps = record.steps;
+  }
+
+  get signal(): AbortSignal {
+    return this.#lease.signal;
+  }
+
+  /** The error a recovery point settled the key with, if one did. */
+  static settled(context: AttemptContext): { error: unknown } | undefined {
+    return context.#settled;
+  }
+
+  async #step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {
+    const { store, serializer } = this.#host;
+    if (this.#settled) throw this.#settled.error;
+    if (Object.hasOwn(this.#steps, name)) {
+      return serializer.deserialize(this.#steps[name]!) as S;
+    }
+    // A holder that was paused past its lease must not start new side effects: another
+    // attempt may already own the key.
+    this.#lease.assertHeld();
+    const value = await fn();
+    let json: JsonValue;
+    try {
+      json = serializer.serialize(value);
+    } catch (cause) {
+      this.#lease.stop();
+      try {
+        this.#settled = {
+          error: await this.#host.settleUnstorable(
+            this.#record,
+            `The recovery point "${name}"`,
+            cause,
+            this.#startedAt,
+          ),
+        };
+      } catch (error) {
+        this.#settled = { error };
+      }
+      throw this.#settled.error;
+    }
+    await store.saveStep(this.#record, name, json);
+    if (this.#steps === this.#record.steps) this.#steps = { ...this.#steps };
+    this.#steps[name] = json;
+    return value;
+  }
 }
