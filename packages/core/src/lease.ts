@@ -34,14 +34,16 @@ export interface Lease {
  * One keeper per engine: every lease renews `heartbeatMs` after it started and then every
  * `heartbeatMs`, as if each had its own timer, but the keeper arms one timer for all of
  * them. Leases share `heartbeatMs`, so the order they start in is the order they fall due
- * in: the timer waits for the first, and starting or stopping a lease touches no timer.
+ * in: the timer waits for the first, and starting or stopping a lease touches no timer
+ * (it links or unlinks the lease in a list).
  * The timer is left armed when the last lease stops (the system clock's timers never keep
  * a process alive); when it fires with nothing due it is armed for the next lease, if any.
  */
 export class LeaseKeeper {
   readonly options: LeaseKeeperOptions;
-  /** Running leases, in the order they fall due. */
-  private readonly running = new Set<HeartbeatLease>();
+  /** Running leases, in the order they fall due: a doubly linked list through the leases. */
+  private first: HeartbeatLease | undefined;
+  private last: HeartbeatLease | undefined;
   private timer: TimerHandle | undefined;
 
   constructor(options: LeaseKeeperOptions) {
@@ -56,14 +58,29 @@ export class LeaseKeeper {
   start(token: LeaseToken, claimedAt: number): Lease {
     const { clock, heartbeatMs } = this.options;
     const lease = new HeartbeatLease(this, token, claimedAt, clock.monotonicNow() + heartbeatMs);
-    this.running.add(lease);
+    this.append(lease);
     if (this.timer === undefined) this.timer = clock.setTimeout(this.fire, heartbeatMs);
     return lease;
   }
 
-  /** @internal */
+  /** @internal Unlinks `lease` (a lease not in the list is left alone). */
   remove(lease: HeartbeatLease): void {
-    this.running.delete(lease);
+    if (!lease.linked) return;
+    lease.linked = false;
+    if (lease.previous) lease.previous.next = lease.next;
+    else this.first = lease.next;
+    if (lease.next) lease.next.previous = lease.previous;
+    else this.last = lease.previous;
+    lease.previous = undefined;
+    lease.next = undefined;
+  }
+
+  private append(lease: HeartbeatLease): void {
+    lease.linked = true;
+    lease.previous = this.last;
+    if (this.last) this.last.next = lease;
+    else this.first = lease;
+    this.last = lease;
   }
 
   private readonly fire = (): void => {
@@ -71,22 +88,17 @@ export class LeaseKeeper {
     const { clock, heartbeatMs } = this.options;
     const now = clock.monotonicNow();
     const due: HeartbeatLease[] = [];
-    for (const lease of this.running) {
-      if (lease.dueAt > now) break;
-      due.push(lease);
-    }
+    for (let lease = this.first; lease && lease.dueAt <= now; lease = lease.next) due.push(lease);
     for (const lease of due) {
       // Renewed leases go to the back: due again a whole interval from now.
-      this.running.delete(lease);
+      this.remove(lease);
       if (lease.tick(now)) {
         lease.dueAt = now + heartbeatMs;
-        this.running.add(lease);
+        this.append(lease);
       }
     }
-    if (this.timer !== undefined) return;
-    for (const next of this.running) {
-      this.timer = clock.setTimeout(this.fire, next.dueAt - now);
-      break;
+    if (this.timer === undefined && this.first) {
+      this.timer = clock.setTimeout(this.fire, this.first.dueAt - now);
     }
   };
 }
@@ -98,6 +110,10 @@ export class LeaseKeeper {
 class HeartbeatLease implements Lease {
   /** When the next renewal is due, by `clock.monotonicNow()`. */
   dueAt: number;
+  /** The keeper's list of running leases. */
+  linked = false;
+  previous: HeartbeatLease | undefined = undefined;
+  next: HeartbeatLease | undefined = undefined;
   private readonly keeper: LeaseKeeper;
   private readonly token: LeaseToken;
   private renewedAt: number;
