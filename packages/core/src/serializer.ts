@@ -45,9 +45,27 @@ function fromCodeUnits(units: number[]): string {
   return text;
 }
 
+/** Where `UNSTORABLE_TEXT` might match: U+0000 or any surrogate, paired or not. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what this must find.
+const SUSPECT_TEXT = /[\u0000\ud800-\udfff]/;
+
+/**
+ * `UNSTORABLE_TEXT.test(text)`, cheaper for the text most values hold (no U+0000, no
+ * surrogates): short text is scanned by a loop, long text by a one-class regex, and only
+ * text with a suspect code unit goes through the full pattern.
+ */
+function isUnstorable(text: string): boolean {
+  if (text.length > 32) return SUSPECT_TEXT.test(text) && UNSTORABLE_TEXT.test(text);
+  for (let index = 0; index < text.length; index++) {
+    const unit = text.charCodeAt(index);
+    if (unit === 0 || (unit >= 0xd800 && unit <= 0xdfff)) return UNSTORABLE_TEXT.test(text);
+  }
+  return false;
+}
+
 /** A string every store keeps: as it is, or as its UTF-16 code units when it must be. */
 function encodeString(text: string): JsonValue {
-  if (!UNSTORABLE_TEXT.test(text)) return text;
+  if (!isUnstorable(text)) return text;
   const units: number[] = [];
   for (let index = 0; index < text.length; index++) units.push(text.charCodeAt(index));
   return { $string: units };
@@ -78,7 +96,7 @@ function encodeString(text: string): JsonValue {
  * `UnserializableValueError`.
  */
 export const taggedJsonSerializer: Serializer = {
-  serialize: (value) => encode(value, new PointerTrail(), new Set()),
+  serialize: (value) => encode(value, new PointerTrail(), []),
   deserialize: (json) => decode(json, new PointerTrail()),
 };
 
@@ -87,7 +105,7 @@ function encodeBelow(
   value: unknown,
   segment: PointerSegment,
   trail: PointerTrail,
-  ancestors: Set<object>,
+  ancestors: object[],
 ): JsonValue {
   trail.segments.push(segment);
   const json = encode(value, trail, ancestors);
@@ -103,7 +121,12 @@ function decodeBelow(json: JsonValue, segment: PointerSegment, trail: PointerTra
   return value;
 }
 
-function encode(value: unknown, trail: PointerTrail, ancestors: Set<object>): JsonValue {
+/**
+ * `ancestors` are the objects from the root down to `value`'s parent: a stack, searched
+ * for a cycle only as deep as the value is (at most `MAX_NESTING`), and allocation-free
+ * unlike a `Set`.
+ */
+function encode(value: unknown, trail: PointerTrail, ancestors: object[]): JsonValue {
   switch (typeof value) {
     case 'string':
       return encodeString(value);
@@ -132,11 +155,16 @@ function encode(value: unknown, trail: PointerTrail, ancestors: Set<object>): Js
   if (value === null) return null;
 
   let object = value as object;
+  const prototype: unknown = Object.getPrototypeOf(object);
+  // Plain objects and arrays (most of what is stored) are no boxed primitive: skip the checks.
   if (
-    object instanceof Number ||
-    object instanceof String ||
-    object instanceof Boolean ||
-    object instanceof BigInt
+    prototype !== Object.prototype &&
+    prototype !== Array.prototype &&
+    prototype !== null &&
+    (object instanceof Number ||
+      object instanceof String ||
+      object instanceof Boolean ||
+      object instanceof BigInt)
   ) {
     return encode(object.valueOf(), trail, ancestors);
   }
@@ -149,7 +177,7 @@ function encode(value: unknown, trail: PointerTrail, ancestors: Set<object>): Js
     object = replacement;
   }
 
-  if (ancestors.size >= MAX_NESTING) {
+  if (ancestors.length >= MAX_NESTING) {
     const path = trail.toString();
     throw new UnserializableValueError(
       path,
@@ -157,7 +185,7 @@ function encode(value: unknown, trail: PointerTrail, ancestors: Set<object>): Js
         'idempotent procedure must return data that can replay: flatten it.',
     );
   }
-  if (ancestors.has(object)) {
+  if (ancestors.includes(object)) {
     const path = trail.toString();
     throw new UnserializableValueError(
       path,
@@ -166,15 +194,18 @@ function encode(value: unknown, trail: PointerTrail, ancestors: Set<object>): Js
         'response needs into a new object.',
     );
   }
-  ancestors.add(object);
-  try {
-    return encodeObject(object, trail, ancestors);
-  } finally {
-    ancestors.delete(object);
-  }
+  ancestors.push(object);
+  // Left pushed when it throws: the walk ends.
+  const json = encodeObject(object, trail, ancestors);
+  ancestors.pop();
+  return json;
 }
 
-function encodeObject(object: object, trail: PointerTrail, ancestors: Set<object>): JsonValue {
+function encodeObject(object: object, trail: PointerTrail, ancestors: object[]): JsonValue {
+  const prototype: unknown = Object.getPrototypeOf(object);
+  if (prototype === Object.prototype || prototype === null) {
+    return encodeProperties(object, trail, ancestors);
+  }
   if (object instanceof Date) {
     const time = object.getTime();
     return { $date: Number.isNaN(time) ? null : object.toISOString() };
@@ -206,9 +237,13 @@ function encodeObject(object: object, trail: PointerTrail, ancestors: Set<object
     }
     return items;
   }
-  const result: { [key: string]: JsonValue } = {};
+  return encodeProperties(object, trail, ancestors);
+}
+
+/** An object as its own enumerable properties, the way `JSON.stringify` writes it. */
+function encodeProperties(object: object, trail: PointerTrail, ancestors: object[]): JsonValue {
   const keys = Object.keys(object);
-  if (keys.some((key) => UNSTORABLE_TEXT.test(key))) {
+  if (keys.some(isUnstorable)) {
     return {
       $object: keys.map((key) => [
         encodeString(key),
@@ -216,12 +251,13 @@ function encodeObject(object: object, trail: PointerTrail, ancestors: Set<object
       ]),
     };
   }
+  const result: { [key: string]: JsonValue } = {};
   for (const key of keys) {
     const value = (object as Record<string, unknown>)[key];
     defineOwn(result, key, encodeBelow(value, key, trail, ancestors));
   }
-  const onlyKey = keys.length === 1 ? keys[0] : undefined;
-  return onlyKey?.startsWith('$') ? { $escaped: result } : result;
+  // One key starting with "$" (code unit 36) would read back as a tag: escaped.
+  return keys.length === 1 && keys[0]!.charCodeAt(0) === 36 ? { $escaped: result } : result;
 }
 
 function decode(json: JsonValue, trail: PointerTrail): unknown {
