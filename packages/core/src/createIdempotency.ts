@@ -438,7 +438,9 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       let fingerprint = request.fingerprint ?? fingerprintNow(request.input);
       if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
       const claimRequest: ClaimRequest = { scope, key, fingerprint, leaseMs, ttlMs };
-      let claimedAt = clock.monotonicNow();
+      // The lease is counted from when this call started, a little before the claim was
+      // sent: the holder's view of its lease errs on the short side, as it must.
+      let claimedAt = startedAt;
       let claim = await store.claim(claimRequest);
       if (claim.status === 'in_progress' && settings.inProgress !== 'reject') {
         const waited = await waitForHolder(claimRequest, claim, settings.inProgress, startedAt);

@@ -121,9 +121,13 @@ export function decideClaim(
   input: ClaimInput,
   now: number,
 ): ClaimDecision {
-  if (!existing) return { status: 'claimed', takeover: false, next: fresh(input, now, 1) };
+  if (!existing) return { status: 'claimed', takeover: false, next: freshRecord(input, now, 1) };
   if (isExpired(existing, now)) {
-    return { status: 'claimed', takeover: false, next: fresh(input, now, existing.version + 1) };
+    return {
+      status: 'claimed',
+      takeover: false,
+      next: freshRecord(input, now, existing.version + 1),
+    };
   }
   if (existing.fingerprint !== input.fingerprint) return { status: 'mismatch', record: existing };
   if (existing.status === 'completed') return { status: 'replay', record: existing };
@@ -147,8 +151,11 @@ export function decideClaim(
   };
 }
 
-/** A record claimed afresh: no steps, first attempt. */
-function fresh(input: ClaimInput, now: number, version: number): IdempotencyRecord {
+/**
+ * A record claimed afresh: no steps, first attempt. The claim table's first row (no record:
+ * version 1), for a store that looks the key up itself before it needs the whole table.
+ */
+export function freshRecord(input: ClaimInput, now: number, version: number): IdempotencyRecord {
   return {
     scope: input.scope,
     key: input.key,
