@@ -363,6 +363,63 @@ describe('NATS JetStream on Postgres', () => {
     );
   });
 
+  it('batchHandler: messages that arrive while a partial batch is handled wait for it and go together', async () => {
+    const { db } = database();
+    await resetOutbox(db);
+    const stream = await nats().createStream();
+    const relay = createRelay({
+      db,
+      publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
+    });
+    const numbered = (from: number, count: number) =>
+      Array.from({ length: count }, (_, n) => ({
+        topic: 'test.numbered' as const,
+        payload: { n: from + n },
+      }));
+    const durable = await stream.addConsumer();
+    const gate = deferred();
+    const first = deferred();
+    const batchSizes: number[] = [];
+    later(
+      await consumeJetStream({
+        consumer: await nats().js.consumers.get(stream.name, durable),
+        inbox: idempotentConsumer({ db, name: 'billing' }),
+        events,
+        maxBatch: 25,
+        concurrency: 4,
+        batchHandler: async (batch, tx) => {
+          batchSizes.push(batch.length);
+          for (const event of batch) await recordEffect(event.id)(tx);
+          if (batchSizes.length === 1) {
+            first.resolve();
+            await gate.promise;
+          }
+        },
+      }),
+    );
+    // A lone message starts at once, and hangs in the handler.
+    await events.enqueue(db, numbered(0, 1));
+    expect(await relay.runOnce()).toMatchObject({ published: 1 });
+    await first.promise;
+    // Ten more arrive while it is in flight: three workers are idle, none may start on them.
+    await events.enqueue(db, numbered(1, 10));
+    expect(await relay.runOnce()).toMatchObject({ published: 10 });
+    await waitFor(
+      async () => (await nats().jsm.consumers.info(stream.name, durable)).num_ack_pending === 11,
+      { what: 'the ten messages to be delivered to the consumer' },
+    );
+    // The consumer reads on this connection: after a round trip on it the ten have been
+    // read, and after one turn of the event loop they are queued.
+    await nats().nc.flush();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(batchSizes).toEqual([1]);
+    gate.resolve();
+    await waitFor(async () => (await effectCounts(db)).size === 11, {
+      what: 'the eleven events to be consumed',
+    });
+    expect(batchSizes).toEqual([1, 10]);
+  });
+
   it('refuses both or neither of handler and batchHandler, and a zero maxBatch', async () => {
     const { db } = database();
     const stream = await nats().createStream();

@@ -63,6 +63,10 @@ export interface ConsumeJetStreamOptions<
   maxBatch?: number;
   /**
    * Batches (or single messages) handled at the same time, each in its own transaction.
+   * At most one of them is smaller than `maxBatch`: messages that arrive while a partial
+   * batch is handled wait for it to end (or for a full batch) and go in the next one
+   * together, like a database's group commit, instead of an idle worker committing each
+   * one or two alone.
    * @default 1
    */
   concurrency?: number;

@@ -140,11 +140,22 @@ export async function consumeJetStream<
   const queue: JsMsg[] = [];
   let stopping = false;
   let pulled = false; // the subscription ended
+  /**
+   * A batch smaller than `maxBatch` is being handled. While it is, another partial batch
+   * does not start: the messages that arrive meanwhile wait for it (or for a full batch) and
+   * go together in the next transaction, as a database's group commit does. Without this,
+   * under a steady flow every idle worker took the one or two messages that had just
+   * arrived, and most transactions were tiny. A lone message still starts at once.
+   */
+  let partialInFlight = false;
   const wakeWorkers: (() => void)[] = [];
   let wakePuller: (() => void) | undefined;
   const signalWorkers = () => {
     for (const wake of wakeWorkers.splice(0)) wake();
   };
+  /** There is a batch a worker may start now. */
+  const batchReady = () =>
+    queue.length >= maxBatch || (queue.length > 0 && (!partialInFlight || pulled));
 
   const puller = (async () => {
     try {
@@ -154,7 +165,7 @@ export async function consumeJetStream<
           continue;
         }
         queue.push(message);
-        signalWorkers();
+        if (batchReady()) signalWorkers();
         if (queue.length >= maxMessages) {
           await new Promise<void>((resolve) => {
             wakePuller = resolve;
@@ -171,13 +182,15 @@ export async function consumeJetStream<
 
   const worker = async () => {
     for (;;) {
-      while (queue.length === 0 && !pulled && !stopping) {
+      while (!batchReady() && !(pulled && queue.length === 0) && !stopping) {
         await new Promise<void>((resolve) => {
           wakeWorkers.push(resolve);
         });
       }
       if (stopping || queue.length === 0) return;
       const batch = queue.splice(0, maxBatch);
+      const partial = batch.length < maxBatch;
+      if (partial) partialInFlight = true;
       wakePuller?.();
       wakePuller = undefined;
       try {
@@ -186,6 +199,11 @@ export async function consumeJetStream<
         // Not a handler's failure (those are per message): leave the batch to redelivery.
         for (const message of batch) settle(() => message.nak());
         emit({ type: 'error', error });
+      } finally {
+        if (partial) {
+          partialInFlight = false;
+          if (batchReady()) signalWorkers();
+        }
       }
     }
   };
