@@ -14,8 +14,17 @@ export interface ServerProfile {
   p50: number;
   p99: number;
   requests: number;
-  /** The server's busy CPU time per request in the measured window, µs. */
+  /**
+   * The server process's CPU time (user + system, `process.cpuUsage()`) per request in the
+   * measured window, µs: what the OS charged it, so time it spent descheduled on a busy
+   * machine does not count.
+   */
   cpuPerRequestUs: number;
+  /**
+   * The profile's busy time per request in the measured window, µs: wall time the main
+   * thread was not idle, which on a loaded machine includes time it waited for a core.
+   */
+  busyPerRequestUs: number;
   summary: ProfileSummary;
 }
 
@@ -39,6 +48,12 @@ export const PROFILED_FUNCTIONS = [
   'resolveResponse',
   'createContext',
 ];
+
+/** What the bench server's `mark` request answers. */
+interface Mark {
+  monotonicUs: number;
+  cpuUs: number;
+}
 
 const SERVER = fileURLToPath(new URL('../server/benchServer.ts', import.meta.url));
 const BODY = JSON.stringify({ json: { sku: 'tea', quantity: 1, ref: 'profile' } });
@@ -91,6 +106,7 @@ export async function profileServer(options: {
           : `p-${runId}-${counter++}`;
     let result: Awaited<ReturnType<typeof runLoad>>;
     let window: { fromUs: number; toUs: number };
+    let cpuUs: number;
     try {
       await runLoad({
         url,
@@ -99,7 +115,7 @@ export async function profileServer(options: {
         durationSeconds: 2,
         targets: [{ path, keyOf }],
       });
-      const from = await server.request<{ monotonicUs: number }>('mark');
+      const from = await server.request<Mark>('mark');
       result = await runLoad({
         url,
         body: BODY,
@@ -107,8 +123,9 @@ export async function profileServer(options: {
         durationSeconds: seconds,
         targets: [{ path, keyOf }],
       });
-      const to = await server.request<{ monotonicUs: number }>('mark');
+      const to = await server.request<Mark>('mark');
       window = { fromUs: from.monotonicUs, toUs: to.monotonicUs };
+      cpuUs = to.cpuUs - from.cpuUs;
     } finally {
       await server.stop();
     }
@@ -133,7 +150,8 @@ export async function profileServer(options: {
       p50: result.p50,
       p99: result.p99,
       requests,
-      cpuPerRequestUs: (busyMs / requests) * 1000,
+      cpuPerRequestUs: cpuUs / requests,
+      busyPerRequestUs: (busyMs / requests) * 1000,
       summary,
     };
   } finally {

@@ -23,8 +23,14 @@ const parent = serveParent({
     await client.end({ timeout: 5 });
   },
   requests: {
-    /** The monotonic clock in µs, the one CPU profiles time their samples by. */
-    mark: () => ({ monotonicUs: Number(process.hrtime.bigint() / 1000n) }),
+    /**
+     * The monotonic clock in µs (the one CPU profiles time their samples by) and the CPU
+     * time this process has used so far (user + system, every thread), in µs.
+     */
+    mark: () => {
+      const cpu = process.cpuUsage();
+      return { monotonicUs: Number(process.hrtime.bigint() / 1000n), cpuUs: cpu.user + cpu.system };
+    },
     memory: () => {
       (globalThis as { gc?: () => void }).gc?.();
       const usage = process.memoryUsage();

@@ -29,7 +29,10 @@ runMain(async () => {
   const perRequest = (ms: number) =>
     `${((ms / profile.requests) * 1000).toFixed(0).padStart(4)} µs`;
   console.log(`-- server CPU per request (${Math.round(profile.requests)} requests)`);
-  console.log(`${profile.cpuPerRequestUs.toFixed(0).padStart(4)} µs  total`);
+  console.log(`${profile.cpuPerRequestUs.toFixed(0).padStart(4)} µs  CPU (process.cpuUsage)`);
+  console.log(
+    `${profile.busyPerRequestUs.toFixed(0).padStart(4)} µs  busy in the profile, of which:`,
+  );
   const busy = profile.summary.byPackage.filter(([name]) => !name.includes('(idle)'));
   for (const entry of busy.slice(0, 12)) console.log(`${perRequest(entry[1])}  ${entry[0]}`);
   return 0;
