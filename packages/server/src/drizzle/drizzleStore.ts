@@ -16,6 +16,7 @@ import { keyLockArgs } from './keyLock.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
+import { turnBatcher } from './turnBatcher.js';
 
 export interface DrizzleStoreOptions {
   /**
@@ -47,6 +48,19 @@ export interface DrizzleStoreOptions {
    * @default false
    */
   expectNewKeys?: boolean;
+  /**
+   * Claims, and completions, that calls start in the same turn of the event loop go to the
+   * database as one statement each (a batch of keys in one JSON parameter) instead of one
+   * statement per call. A busy server answers several requests per turn, and every
+   * statement costs a socket write and a round of the driver and of Postgres whatever its
+   * size; an idle server sends a batch of one, which is the single-key statement. Answers
+   * and guarantees are the same either way: each key is decided on its own row (a key
+   * repeated in one turn goes on its own), and a batch that Postgres refuses is retried key
+   * by key, so one bad value fails only its own call. Off with an injected `clock`, with
+   * `lockWaitMs`, and when `false`.
+   * @default true
+   */
+  batch?: boolean;
 }
 
 /**
@@ -70,6 +84,7 @@ const param = {
   now: sql.placeholder('now'),
   limit: sql.placeholder('limit'),
   lockWait: sql.placeholder('lockWait'),
+  batch: sql.placeholder('batch'),
 };
 
 /**
@@ -146,6 +161,12 @@ function createDrizzleStore(
     keyLock,
   );
   const { clock } = options;
+  const batching =
+    options.batch !== false &&
+    !clock &&
+    options.lockWaitMs === undefined &&
+    !keyLock &&
+    !options.expectNewKeys;
   /** The values every statement binds: the injected clock's "now", when there is one. */
   const lockWait =
     options.lockWaitMs === undefined
@@ -166,6 +187,71 @@ function createDrizzleStore(
     const { inserted, nowMs, restored: _, ...columns } = row;
     return { inserted: inserted === true, record: toRecord(columns), nowMs: Number(nowMs) };
   };
+
+  /** Statement 1 of a claim, for the claims started in one turn together. */
+  const firstRound = batching
+    ? turnBatcher({
+        idOf: (request: ClaimRequest) => idOf(request.scope, request.key),
+        single: insertOrRead,
+        many: async (requests) => {
+          const rows = await statements.claimBatch().execute({
+            batch: JSON.stringify(
+              requests.map((request) => ({
+                v_scope: request.scope,
+                v_key: request.key,
+                v_fingerprint: request.fingerprint,
+                v_lease_ms: request.leaseMs,
+                v_ttl_ms: request.ttlMs,
+              })),
+            ),
+          });
+          const found = new Map<string, Awaited<ReturnType<typeof insertOrRead>>>();
+          for (const { inserted, nowMs, ...columns } of rows) {
+            found.set(idOf(columns.scope, columns.key), {
+              inserted: inserted === true,
+              record: toRecord(columns),
+              nowMs: Number(nowMs),
+            });
+          }
+          // No row: inserted by a concurrent statement after this one's snapshot was taken.
+          return requests.map((request) => found.get(idOf(request.scope, request.key)));
+        },
+      })
+    : insertOrRead;
+
+  /** Stores a completed outcome if `token` still holds the key; false if it does not. */
+  const completeOne = async (completion: Completion) => {
+    const updated = await statements.complete().execute(
+      bind({
+        outcome: JSON.stringify(completion.outcome),
+        ttlMs: completion.ttlMs,
+        ...incarnation(completion.token),
+      }),
+    );
+    return updated.length > 0;
+  };
+  const completed = batching
+    ? turnBatcher({
+        idOf: (completion: Completion) => idOf(completion.token.scope, completion.token.key),
+        single: completeOne,
+        many: async (completions) => {
+          const rows = await statements.completeBatch().execute({
+            batch: JSON.stringify(
+              completions.map(({ token, outcome, ttlMs }) => ({
+                v_scope: token.scope,
+                v_key: token.key,
+                v_version: token.version,
+                v_created_at: new Date(token.createdAt).toISOString(),
+                v_outcome: JSON.stringify(outcome),
+                v_ttl_ms: ttlMs,
+              })),
+            ),
+          });
+          const updated = new Set(rows.map((row) => idOf(row.scope, row.key)));
+          return completions.map(({ token }) => updated.has(idOf(token.scope, token.key)));
+        },
+      })
+    : completeOne;
 
   /** One fenced UPDATE: changes the row only for the live holder of `token`. */
   const fenced = async (
@@ -189,7 +275,7 @@ function createDrizzleStore(
         }
       }
       for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-        const found = await insertOrRead(request);
+        const found = await (round === 0 ? firstRound : insertOrRead)(request);
         // Nothing: a concurrent claim inserted the key after this statement's snapshot was
         // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
         if (!found) continue;
@@ -213,7 +299,9 @@ function createDrizzleStore(
     },
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-      await fenced(statements.complete(), token, { outcome: JSON.stringify(outcome), ttlMs });
+      if (!(await completed({ token, outcome, ttlMs }))) {
+        throw new LeaseLostError(token.scope, token.key, token.version);
+      }
     },
 
     async release(token: LeaseToken): Promise<void> {
@@ -356,6 +444,69 @@ function prepareStatements(
       .prepare(name('claim'));
   });
 
+  // The claims of one turn (see `turnBatcher`): the same insert-or-read as `claim`, for every
+  // key of a JSON array at once, in key order (two batches that share keys then lock them in
+  // the same order). Only made on the database clock, without a lock bound or key lock.
+  const claimBatch = once(() => {
+    const requests = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text, v_fingerprint text, v_lease_ms float8, v_ttl_ms float8)`;
+    const inserted = db.$with('inserted').as(
+      db
+        .insert(keys)
+        // Every column of the table, in its order.
+        .select(
+          sql`select v_scope, v_key, v_fingerprint, 'in_progress', 1, ${sqlLater(now, sql`v_lease_ms`)}, 1, null::json, '{}'::jsonb, ${now}, null::timestamptz, ${sqlLater(now, sql`v_ttl_ms`)} from ${requests} order by v_scope, v_key`,
+        )
+        .onConflictDoNothing({ target: [keys.scope, keys.key] })
+        .returning(),
+    );
+    const keysOfBatch = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text)`;
+    // The data-modifying CTE must sit at the top level: the union is a subquery of it.
+    const found = db
+      .select({
+        scope: inserted.scope,
+        key: inserted.key,
+        fingerprint: inserted.fingerprint,
+        status: inserted.status,
+        version: inserted.version,
+        lockedUntil: inserted.lockedUntil,
+        attempts: inserted.attempts,
+        outcome: inserted.outcome,
+        steps: inserted.steps,
+        createdAt: inserted.createdAt,
+        completedAt: inserted.completedAt,
+        expiresAt: inserted.expiresAt,
+        inserted: sql<boolean>`true`.as('inserted'),
+        nowMs: nowMs.as('now_ms'),
+      })
+      .from(inserted)
+      .unionAll(
+        db
+          .select({
+            ...COLUMNS,
+            inserted: sql<boolean>`false`.as('inserted'),
+            nowMs: nowMs.as('now_ms'),
+          })
+          .from(keys)
+          .where(
+            and(
+              sql`(${keys.scope}, ${keys.key}) in (select v_scope, v_key from ${keysOfBatch})`,
+              notExists(
+                db
+                  .select({ one: sql`1` })
+                  .from(inserted)
+                  .where(sql`${inserted.scope} = ${keys.scope} and ${inserted.key} = ${keys.key}`),
+              ),
+            ),
+          ),
+      )
+      .as('found');
+    return db
+      .with(inserted)
+      .select(found._.selectedFields)
+      .from(found)
+      .prepare(name('claim_batch'));
+  });
+
   // Reset an expired row, or take over its lapsed lease, if it is still the row that was
   // read (version and creation time) and still expired or lapsed by this statement's
   // "now". Every expression reads the row as it was before this update. A reset starts
@@ -409,6 +560,31 @@ function prepareStatements(
         .prepare(name(statement)),
     );
 
+  // The completions of one turn (see `turnBatcher`): `complete`, for every key of a JSON
+  // array at once, each fenced by its own version and creation time.
+  const completeBatch = once(() => {
+    const completions = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text, v_version integer, v_created_at timestamptz, v_outcome text, v_ttl_ms float8)`;
+    return db
+      .update(keys)
+      .set({
+        status: 'completed',
+        outcome: sql`v_outcome::json`,
+        completedAt: now,
+        lockedUntil: null,
+        expiresAt: sqlLater(now, sql`v_ttl_ms`),
+      })
+      .from(completions)
+      .where(
+        and(
+          sql`${keys.scope} = v_scope and ${keys.key} = v_key`,
+          sql`${keys.version} = v_version and ${keys.createdAt} = v_created_at`,
+          eq(keys.status, 'in_progress'),
+        ),
+      )
+      .returning({ scope: keys.scope, key: keys.key })
+      .prepare(name('complete_batch'));
+  });
+
   const read = once(() =>
     db
       .select({ ...COLUMNS, nowMs })
@@ -430,6 +606,7 @@ function prepareStatements(
   return {
     insertNew,
     claim,
+    claimBatch,
     takeOver,
     complete: fencedUpdate('complete', {
       status: 'completed',
@@ -443,9 +620,20 @@ function prepareStatements(
     saveStep: fencedUpdate('save_step', {
       steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
     }),
+    completeBatch,
     read,
     sweep,
   };
+}
+
+/** A key's identity in a batch: its scope and key, told apart by the scope's length. */
+const idOf = (scope: string, key: string) => `${scope.length}:${scope}${key}`;
+
+/** One completion, as `complete` was called. */
+interface Completion {
+  token: LeaseToken;
+  outcome: StoredOutcome;
+  ttlMs: number;
 }
 
 const COLUMNS = getTableColumns(keys);
