@@ -16,7 +16,12 @@ export interface Clock {
    * keep a holder that lost its key believing it still holds it.
    */
   monotonicNow(): number;
-  /** Calls `callback` once `delayMs` have passed on the monotonic clock. */
+  /**
+   * Calls `callback` once `delayMs` have passed on the monotonic clock. The engine keeps
+   * one heartbeat timer, which may stay pending for up to `heartbeatMs` after the last call
+   * ended: a clock for a real process should not let it keep the process alive
+   * (`systemClock` unrefs its timers).
+   */
   setTimeout(callback: () => void, delayMs: number): TimerHandle;
   clearTimeout(handle: TimerHandle): void;
 }

@@ -262,6 +262,8 @@ export function resolveSettings(options: IdempotencyOptions): IdempotencySetting
  * The request path allocates only what the call needs: options are resolved once here, an
  * event is built only when `onEvent` listens, the lease's `AbortSignal` only when the
  * handler reads it, and the fingerprint is hashed synchronously where `node:crypto` exists.
+ * Heartbeats of all the engine's leases share one timer (`LeaseKeeper`), so a call arms
+ * and clears none.
  */
 export function createIdempotency(options: IdempotencyOptions): Idempotency {
   const settings = resolveSettings(options);
