@@ -127,6 +127,9 @@ const RESTORE_LOCK_WAIT = sql<string>`set_config('lock_timeout', current_setting
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
+ * Claims, and completions, started in one turn of the event loop share one statement (see
+ * `DrizzleStoreOptions.batch`); a lone call sends the statement above.
+ *
  * @example
  * const store = drizzleStore(drizzle(postgres(process.env.DATABASE_URL!)));
  */
