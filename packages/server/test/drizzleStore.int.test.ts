@@ -366,7 +366,7 @@ for (const backend of backends) {
         };
         const outcome = (value: number) => ({ kind: 'success' as const, value });
 
-        it('sends the claims, and the completions, of one turn as one statement each', async () => {
+        it('sends the claims, the completions and the reads of one turn as one statement each', async () => {
           await database().truncate();
           const { db, texts } = counted();
           const store = drizzleStore(db);
@@ -380,8 +380,15 @@ for (const backend of backends) {
             claims.map((claim, index) => store.complete(tokenOf(claim), outcome(index), TTL_MS)),
           );
           expect(texts).toHaveLength(2);
+          const records = await Promise.all([
+            ...keys.map((key) => store.get('user:1/orders.create', key)),
+            store.get('user:1/orders.create', 'never-claimed'),
+          ]);
+          expect(texts).toHaveLength(3);
+          expect(records.at(-1)).toBeNull();
           for (const [index, key] of keys.entries()) {
-            expect(await store.get('user:1/orders.create', key)).toMatchObject({
+            expect(records[index]).toMatchObject({
+              key,
               status: 'completed',
               outcome: outcome(index),
               lockedUntil: null,

@@ -49,9 +49,9 @@ export interface DrizzleStoreOptions {
    */
   expectNewKeys?: boolean;
   /**
-   * Claims, and completions, that calls start in the same turn of the event loop go to the
-   * database as one statement each (a batch of keys in one JSON parameter) instead of one
-   * statement per call. A busy server answers several requests per turn, and every
+   * Claims, completions and reads (`get`) that calls start in the same turn of the event
+   * loop go to the database as one statement of each kind (a batch of keys in one JSON
+   * parameter) instead of one statement per call. A busy server answers several requests per turn, and every
    * statement costs a socket write and a round of the driver and of Postgres whatever its
    * size; an idle server sends a batch of one, which is the single-key statement. Answers
    * and guarantees are the same either way: each key is decided on its own row (a key
@@ -127,8 +127,8 @@ const RESTORE_LOCK_WAIT = sql<string>`set_config('lock_timeout', current_setting
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
- * Claims, and completions, started in one turn of the event loop share one statement (see
- * `DrizzleStoreOptions.batch`); a lone call sends the statement above.
+ * Claims, completions and reads started in one turn of the event loop share one statement
+ * of each kind (see `DrizzleStoreOptions.batch`); a lone call sends the statement above.
  *
  * @example
  * const store = drizzleStore(drizzle(postgres(process.env.DATABASE_URL!)));
@@ -256,6 +256,25 @@ function createDrizzleStore(
       })
     : completeOne;
 
+  /** The live record of a key, or null: one read. */
+  const readOne = async ({ scope, key }: KeyId) => {
+    const [row] = await statements.read().execute(bind({ scope, key }));
+    return row ? liveRecord(row) : null;
+  };
+  const read = batching
+    ? turnBatcher({
+        idOf: ({ scope, key }: KeyId) => idOf(scope, key),
+        single: readOne,
+        many: async (ids) => {
+          const rows = await statements.readBatch().execute({
+            batch: JSON.stringify(ids.map(({ scope, key }) => ({ v_scope: scope, v_key: key }))),
+          });
+          const found = new Map(rows.map((row) => [idOf(row.scope, row.key), liveRecord(row)]));
+          return ids.map(({ scope, key }) => found.get(idOf(scope, key)) ?? null);
+        },
+      })
+    : readOne;
+
   /** One fenced UPDATE: changes the row only for the live holder of `token`. */
   const fenced = async (
     statement: { execute(values: Record<string, unknown>): Promise<unknown[]> },
@@ -324,11 +343,7 @@ function createDrizzleStore(
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
-      const [row] = await statements.read().execute(bind({ scope, key }));
-      if (!row) return null;
-      const { nowMs, ...columns } = row;
-      const record = toRecord(columns);
-      return isExpired(record, Number(nowMs)) ? null : record;
+      return read({ scope, key });
     },
 
     async sweep({ limit }: SweepOptions): Promise<number> {
@@ -596,6 +611,17 @@ function prepareStatements(
       .prepare(name('read')),
   );
 
+  // The reads of one turn (see `turnBatcher`).
+  const readBatch = once(() =>
+    db
+      .select({ ...COLUMNS, nowMs })
+      .from(keys)
+      .where(
+        sql`(${keys.scope}, ${keys.key}) in (select v_scope, v_key from json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text))`,
+      )
+      .prepare(name('read_batch')),
+  );
+
   // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
   // right now is left to that claim.
   const sweep = once(() =>
@@ -625,12 +651,26 @@ function prepareStatements(
     }),
     completeBatch,
     read,
+    readBatch,
     sweep,
   };
 }
 
 /** A key's identity in a batch: its scope and key, told apart by the scope's length. */
 const idOf = (scope: string, key: string) => `${scope.length}:${scope}${key}`;
+
+/** A key, as `get` names it. */
+interface KeyId {
+  scope: string;
+  key: string;
+}
+
+/** A row read with the statement's "now": its record, or null once it has expired. */
+function liveRecord(row: IdempotencyKeyRow & { nowMs: number | string }) {
+  const { nowMs, ...columns } = row;
+  const record = toRecord(columns);
+  return isExpired(record, Number(nowMs)) ? null : record;
+}
 
 /** One completion, as `complete` was called. */
 interface Completion {

@@ -64,9 +64,15 @@ export function turnBatcher<Call, Result>(options: {
 
   return (call) =>
     new Promise<Result>((resolve, reject) => {
-      if (queued.push({ call, resolve, reject }) === 1) setImmediate(flush);
+      if (queued.push({ call, resolve, reject }) === 1) afterTurn(flush);
     });
 }
+
+/** After this turn's I/O callbacks: `setImmediate` where the runtime has it (Node, Bun). */
+const afterTurn: (run: () => void) => void =
+  typeof globalThis.setImmediate === 'function'
+    ? (run) => globalThis.setImmediate(run)
+    : (run) => globalThis.setTimeout(run, 0);
 
 interface Pending<Call, Result> {
   call: Call;
