@@ -201,6 +201,31 @@ describe('taggedJsonSerializer', () => {
     }
   });
 
+  it('serializes inside a toJSON called by a walk, and the walk goes on where it was', () => {
+    const calls: unknown[] = [];
+    const reentrant = {
+      toJSON: () => {
+        calls.push(serialize({ at: new Date(0) }));
+        expect(() => serialize({ inner: [Symbol('s')] })).toThrow(
+          expect.objectContaining({ path: '/inner/0' }),
+        );
+        return { done: true };
+      },
+    };
+    expect(serialize({ list: [1, reentrant], after: 'x' })).toEqual({
+      list: [1, { done: true }],
+      after: 'x',
+    });
+    expect(calls).toEqual([{ at: { $date: '1970-01-01T00:00:00.000Z' } }]);
+    let error: unknown;
+    try {
+      serialize({ list: [reentrant, { fn: () => 1 }] });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toMatchObject({ path: '/list/1/fn' });
+  });
+
   it('keeps 1,000 levels of nesting and refuses deeper with a typed error, not a stack overflow', () => {
     const nested = (depth: number) => {
       let value: unknown = 'bottom';

@@ -71,6 +71,15 @@ function encodeString(text: string): JsonValue {
   return { $string: units };
 }
 
+/** The stacks of one `serialize` walk: its path and the objects from the root down. */
+interface Walk {
+  trail: PointerTrail;
+  ancestors: object[];
+}
+
+/** A finished walk's stacks (empty), for the next one: most calls allocate neither. */
+let idleWalk: Walk | undefined;
+
 /**
  * A lossless JSON encoding: everything a superjson-based tRPC app returns replays as the
  * same types. Values JSON cannot hold become an object with one `$`-tag:
@@ -96,7 +105,19 @@ function encodeString(text: string): JsonValue {
  * `UnserializableValueError`.
  */
 export const taggedJsonSerializer: Serializer = {
-  serialize: (value) => encode(value, new PointerTrail(), []),
+  serialize(value) {
+    // A toJSON may serialize while a walk is under way: that call takes a walk of its own.
+    const walk = idleWalk ?? { trail: new PointerTrail(), ancestors: [] };
+    idleWalk = undefined;
+    try {
+      return encode(value, walk.trail, walk.ancestors);
+    } finally {
+      // A walk that threw left its stacks pushed.
+      walk.trail.segments.length = 0;
+      walk.ancestors.length = 0;
+      idleWalk = walk;
+    }
+  },
   deserialize: (json) => decode(json, new PointerTrail()),
 };
 
