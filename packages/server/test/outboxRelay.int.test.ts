@@ -466,6 +466,55 @@ for (const backend of backends) {
         }
       });
 
+      it('with minPollIntervalMs, looks again soon after finding events and backs off while it finds none', async () => {
+        const { db } = database();
+        await resetOutbox(db);
+        const publisher = recordingPublisher();
+        // A manual clock: the relay's waits are recorded, and end only when advanced.
+        const base = manualClock(Date.now() + 60_000);
+        const waits: number[] = [];
+        const clock: typeof base = {
+          ...base,
+          setTimeout: (callback, delayMs) => {
+            waits.push(delayMs);
+            return base.setTimeout(callback, delayMs);
+          },
+        };
+        const relay = createRelay({
+          db,
+          publisher,
+          clock,
+          listen: false,
+          batchSize: 10,
+          pollIntervalMs: 1_000,
+          minPollIntervalMs: 10,
+        });
+        const slept = (count: number) =>
+          waitFor(() => waits.length === count && base.pendingTimers() === 1, {
+            what: `the relay's wait number ${count}`,
+          });
+        await relay.start();
+        try {
+          await slept(1); // found nothing: the full interval
+          await events.enqueue(db, { topic: 'test.numbered', payload: { n: 1 } });
+          base.advance(1_000);
+          await slept(2); // found one event: the shortest wait
+          expect(publisher.published).toHaveLength(1);
+          for (let count = 3, wait = 10; count <= 9; count++) {
+            base.advance(wait);
+            await slept(count);
+            wait = waits[count - 1] as number;
+          }
+          await events.enqueue(db, { topic: 'test.numbered', payload: { n: 2 } });
+          base.advance(1_000);
+          await slept(10);
+        } finally {
+          await relay.stop();
+        }
+        expect(waits).toEqual([1_000, 10, 20, 40, 80, 160, 320, 640, 1_000, 10]);
+        expect(publisher.published).toHaveLength(2);
+      });
+
       it('polls when it cannot listen, and stops only after settling the batch in flight', async () => {
         const { db } = database();
         await resetOutbox(db);
@@ -504,6 +553,8 @@ describe('createRelay options', () => {
       { leaseMs: 0 },
       { maxAttempts: 0 },
       { pollIntervalMs: Number.NaN },
+      { minPollIntervalMs: 0 },
+      { pollIntervalMs: 100, minPollIntervalMs: 200 },
       { backoff: { baseDelayMs: -1 } },
     ]) {
       let caught: unknown;

@@ -39,6 +39,16 @@ export interface RelayOptions {
    */
   pollIntervalMs?: number;
   /**
+   * The wait after a round that found events but not a full batch: each look that finds
+   * nothing doubles it, up to `pollIntervalMs`. Set it low (5–20 ms) when producers
+   * enqueue with `notify: false`: under load the relay then looks again within a few
+   * milliseconds without NOTIFY, and an idle one backs off to `pollIntervalMs`. (NOTIFY
+   * serialises the commits of every notifying transaction on the Postgres server; at high
+   * enqueue rates that costs more than the relay's extra looks.)
+   * @default pollIntervalMs (no backoff: every wait is pollIntervalMs)
+   */
+  minPollIntervalMs?: number;
+  /**
    * How long a claimed batch is held before another relay may take it over. Must exceed
    * the longest publish of a batch: a relay still publishing after its lease ran out may
    * publish events a second time (consumers deduplicate) or, with `ordered`, out of order.

@@ -34,6 +34,15 @@ export function createRelay(options: RelayOptions): Relay {
   const { db, publisher, clock } = options;
   const batchSize = positiveInteger('batchSize', options.batchSize ?? 100);
   const pollIntervalMs = positiveNumber('pollIntervalMs', options.pollIntervalMs ?? 1_000);
+  const minPollIntervalMs = positiveNumber(
+    'minPollIntervalMs',
+    options.minPollIntervalMs ?? pollIntervalMs,
+  );
+  if (minPollIntervalMs > pollIntervalMs) {
+    throw new ConfigurationError(
+      `createRelay: minPollIntervalMs (${minPollIntervalMs}) must not exceed pollIntervalMs (${pollIntervalMs}).`,
+    );
+  }
   const leaseMs = positiveNumber('leaseMs', options.leaseMs ?? 30_000);
   const maxAttempts = positiveInteger('maxAttempts', options.maxAttempts ?? 10);
   const retainSentMs = nonNegative('retainSentMs', options.retainSentMs ?? 0);
@@ -199,6 +208,8 @@ export function createRelay(options: RelayOptions): Relay {
   async function runLoop(): Promise<void> {
     let nextCleanupAt = now();
     let outages = 0;
+    /** The next idle wait: minPollIntervalMs after a round that found events, doubling. */
+    let pollWaitMs = pollIntervalMs;
     let errors = 0;
     /** A full round still publishing while the loop claims the next one. */
     let ahead: Promise<RelayRound> | undefined;
@@ -263,7 +274,11 @@ export function createRelay(options: RelayOptions): Relay {
         continue;
       }
       if (round.published > 0) outages = 0;
-      if (round.claimed < batchSize && !overlapped) await sleep(pollIntervalMs, true);
+      if (round.claimed < batchSize && !overlapped) {
+        pollWaitMs =
+          round.claimed > 0 ? minPollIntervalMs : Math.min(pollIntervalMs, pollWaitMs * 2);
+        await sleep(pollWaitMs, true);
+      }
     }
     await ahead?.catch(reportPartner);
   }
