@@ -409,16 +409,37 @@ function prepareStatements(
       .prepare(name('insert_new')),
   );
 
-  const claim = once(() => {
-    // Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing, so a replay, a
-    // mismatch or an in-progress answer takes no transaction id and writes no WAL.
-    const inserted = db.$with('inserted').as(
-      db
-        .insert(keys)
-        .values(newKey)
-        .onConflictDoNothing({ target: [keys.scope, keys.key] })
-        .returning(),
-    );
+  // Insert-or-read, for one key (`claim`) or for the keys of one turn (`claimBatch`, see
+  // `turnBatcher`): the rows the insert added, marked `inserted`, and the existing rows it
+  // did not add, each with the statement's "now". Read-only when the keys exist: `ON
+  // CONFLICT DO NOTHING` locks nothing, so a replay, a mismatch or an in-progress answer
+  // takes no transaction id and writes no WAL. A batch inserts in key order, so two batches
+  // that share keys lock them in the same order; it is only made on the database clock,
+  // without a lock bound or key lock.
+  const insertOrRead = (batch: boolean) => {
+    const requests = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text, v_fingerprint text, v_lease_ms float8, v_ttl_ms float8)`;
+    const adding = batch
+      ? db
+          .insert(keys)
+          // Every column of the table, in its order: the values of `newKey`, per key.
+          .select(
+            sql`select v_scope, v_key, v_fingerprint, 'in_progress', 1, ${sqlLater(now, sql`v_lease_ms`)}, 1, null::json, '{}'::jsonb, ${now}, null::timestamptz, ${sqlLater(now, sql`v_ttl_ms`)} from ${requests} order by v_scope, v_key`,
+          )
+      : db.insert(keys).values(newKey);
+    const inserted = db
+      .$with('inserted')
+      .as(adding.onConflictDoNothing({ target: [keys.scope, keys.key] }).returning());
+    const existing = batch
+      ? and(
+          sql`(${keys.scope}, ${keys.key}) in (select v_scope, v_key from json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text))`,
+          notExists(
+            db
+              .select({ one: sql`1` })
+              .from(inserted)
+              .where(sql`${inserted.scope} = ${keys.scope} and ${inserted.key} = ${keys.key}`),
+          ),
+        )
+      : and(byId, notExists(db.select({ one: sql`1` }).from(inserted)));
     // The data-modifying CTE must sit at the top level: the union is a subquery of it.
     const found = db
       .select({
@@ -447,7 +468,7 @@ function prepareStatements(
             nowMs: nowMs.as('now_ms'),
           })
           .from(keys)
-          .where(and(byId, notExists(db.select({ one: sql`1` }).from(inserted)))),
+          .where(existing),
       )
       .as('found');
     // With a bound, `lock_timeout` goes back to the caller's value once the row is decided:
@@ -459,71 +480,10 @@ function prepareStatements(
         restored,
       })
       .from(found)
-      .prepare(name('claim'));
-  });
-
-  // The claims of one turn (see `turnBatcher`): the same insert-or-read as `claim`, for every
-  // key of a JSON array at once, in key order (two batches that share keys then lock them in
-  // the same order). Only made on the database clock, without a lock bound or key lock.
-  const claimBatch = once(() => {
-    const requests = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text, v_fingerprint text, v_lease_ms float8, v_ttl_ms float8)`;
-    const inserted = db.$with('inserted').as(
-      db
-        .insert(keys)
-        // Every column of the table, in its order.
-        .select(
-          sql`select v_scope, v_key, v_fingerprint, 'in_progress', 1, ${sqlLater(now, sql`v_lease_ms`)}, 1, null::json, '{}'::jsonb, ${now}, null::timestamptz, ${sqlLater(now, sql`v_ttl_ms`)} from ${requests} order by v_scope, v_key`,
-        )
-        .onConflictDoNothing({ target: [keys.scope, keys.key] })
-        .returning(),
-    );
-    const keysOfBatch = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text)`;
-    // The data-modifying CTE must sit at the top level: the union is a subquery of it.
-    const found = db
-      .select({
-        scope: inserted.scope,
-        key: inserted.key,
-        fingerprint: inserted.fingerprint,
-        status: inserted.status,
-        version: inserted.version,
-        lockedUntil: inserted.lockedUntil,
-        attempts: inserted.attempts,
-        outcome: inserted.outcome,
-        steps: inserted.steps,
-        createdAt: inserted.createdAt,
-        completedAt: inserted.completedAt,
-        expiresAt: inserted.expiresAt,
-        inserted: sql<boolean>`true`.as('inserted'),
-        nowMs: nowMs.as('now_ms'),
-      })
-      .from(inserted)
-      .unionAll(
-        db
-          .select({
-            ...COLUMNS,
-            inserted: sql<boolean>`false`.as('inserted'),
-            nowMs: nowMs.as('now_ms'),
-          })
-          .from(keys)
-          .where(
-            and(
-              sql`(${keys.scope}, ${keys.key}) in (select v_scope, v_key from ${keysOfBatch})`,
-              notExists(
-                db
-                  .select({ one: sql`1` })
-                  .from(inserted)
-                  .where(sql`${inserted.scope} = ${keys.scope} and ${inserted.key} = ${keys.key}`),
-              ),
-            ),
-          ),
-      )
-      .as('found');
-    return db
-      .with(inserted)
-      .select(found._.selectedFields)
-      .from(found)
-      .prepare(name('claim_batch'));
-  });
+      .prepare(name(batch ? 'claim_batch' : 'claim'));
+  };
+  const claim = once(() => insertOrRead(false));
+  const claimBatch = once(() => insertOrRead(true));
 
   // Reset an expired row, or take over its lapsed lease, if it is still the row that was
   // read (version and creation time) and still expired or lapsed by this statement's
