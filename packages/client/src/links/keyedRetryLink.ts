@@ -162,6 +162,17 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
   options: KeyedRetryLinkOptions<TRouter> = {},
 ): TRPCLink<TRouter> {
+  return retryLinkNamed('keyedRetryLink', options);
+}
+
+/**
+ * `keyedRetryLink`, whose errors and warnings name `linkName`: the factory the app called
+ * (`retryingIdempotencyLink` builds its retries with this).
+ */
+export function retryLinkNamed<TRouter extends AnyRouter = AnyRouter>(
+  linkName: string,
+  options: KeyedRetryLinkOptions<TRouter>,
+): TRPCLink<TRouter> {
   const maxAttempts = options.maxAttempts ?? 5;
   const baseDelayMs = options.baseDelayMs ?? 200;
   const maxDelayMs = options.maxDelayMs ?? 10_000;
@@ -173,7 +184,7 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
   const random = options.random ?? Math.random;
   const { retryOn, onRetry } = options;
-  validateOptions({
+  validateOptions(linkName, {
     maxAttempts,
     baseDelayMs,
     maxDelayMs,
@@ -193,7 +204,7 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
         if (!warnedUnkeyed && isDevelopment()) {
           warnedUnkeyed = true;
           console.warn(
-            `[idem] keyedRetryLink: mutation "${op.path}" has no idempotency key, so it is ` +
+            `[idem] ${linkName}: mutation "${op.path}" has no idempotency key, so it is ` +
               'never retried: if its reply were lost it might already have run, and sending it ' +
               'again could run it twice. Use retryingIdempotencyLink() (keys and retries in one ' +
               'link), put idempotencyLink() before keyedRetryLink() in the links, or pass ' +
@@ -268,7 +279,7 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
             onAttemptFailed(
               TRPCClientError.from(
                 new DOMException(
-                  `keyedRetryLink: no reply within attemptTimeoutMs (${attemptTimeoutMs} ms); ` +
+                  `${linkName}: no reply within attemptTimeoutMs (${attemptTimeoutMs} ms); ` +
                     'the attempt was aborted and its outcome is unknown.',
                   'TimeoutError',
                 ),
@@ -356,31 +367,34 @@ export function keyedRetryLink<TRouter extends AnyRouter = AnyRouter>(
     };
 }
 
-function validateOptions(values: {
-  maxAttempts: number;
-  baseDelayMs: number;
-  maxDelayMs: number;
-  deadlineMs: number;
-  attemptTimeoutMs: number;
-  maxRetryAfterMs: number;
-}): void {
+function validateOptions(
+  linkName: string,
+  values: {
+    maxAttempts: number;
+    baseDelayMs: number;
+    maxDelayMs: number;
+    deadlineMs: number;
+    attemptTimeoutMs: number;
+    maxRetryAfterMs: number;
+  },
+): void {
   if (!Number.isInteger(values.maxAttempts) || values.maxAttempts < 1) {
     throw new ConfigurationError(
-      `keyedRetryLink: maxAttempts must be an integer, 1 or more (1 = no retries); got ${values.maxAttempts}.`,
+      `${linkName}: maxAttempts must be an integer, 1 or more (1 = no retries); got ${values.maxAttempts}.`,
     );
   }
   for (const name of ['baseDelayMs', 'maxDelayMs', 'maxRetryAfterMs'] as const) {
     const value = values[name];
     if (!Number.isFinite(value) || value < 0 || value > MAX_TIMER_MS) {
       throw new ConfigurationError(
-        `keyedRetryLink: ${name} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} ` +
+        `${linkName}: ${name} must be a number of milliseconds from 0 to ${MAX_TIMER_MS} ` +
           `(the longest timer JavaScript runs); got ${value}.`,
       );
     }
   }
   if (!(values.deadlineMs > 0)) {
     throw new ConfigurationError(
-      `keyedRetryLink: deadlineMs must be more than 0 (Infinity for no deadline); got ${values.deadlineMs}.`,
+      `${linkName}: deadlineMs must be more than 0 (Infinity for no deadline); got ${values.deadlineMs}.`,
     );
   }
   const { attemptTimeoutMs } = values;
@@ -389,7 +403,7 @@ function validateOptions(values: {
     (attemptTimeoutMs > MAX_TIMER_MS && attemptTimeoutMs !== Number.POSITIVE_INFINITY)
   ) {
     throw new ConfigurationError(
-      `keyedRetryLink: attemptTimeoutMs must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, ` +
+      `${linkName}: attemptTimeoutMs must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, ` +
         `or false / Infinity for no per-attempt timeout; got ${attemptTimeoutMs}.`,
     );
   }

@@ -102,8 +102,11 @@ describe('retryingIdempotencyLink', () => {
     expect(refused.calls).toHaveLength(1);
   });
 
-  it('rejects invalid retry options when it is made, like keyedRetryLink', () => {
+  it('rejects invalid retry options when it is made, naming itself, not keyedRetryLink', () => {
     expect(() => retryingIdempotencyLink({ maxAttempts: 0 })).toThrow(ConfigurationError);
+    expect(() => retryingIdempotencyLink({ baseDelayMs: -1 })).toThrow(
+      /^retryingIdempotencyLink: baseDelayMs must be/,
+    );
   });
 
   it('never meets an unkeyed mutation, so it never warns about one', async () => {

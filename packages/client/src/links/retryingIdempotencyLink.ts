@@ -1,7 +1,7 @@
 import type { TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { type IdempotencyLinkOptions, idempotencyLink } from './idempotencyLink.js';
-import { type KeyedRetryLinkOptions, keyedRetryLink } from './keyedRetryLink.js';
+import { type KeyedRetryLinkOptions, retryLinkNamed } from './keyedRetryLink.js';
 
 /** `idempotencyLink`'s `keyFor` and every option of `keyedRetryLink`, with their defaults. */
 export interface RetryingIdempotencyLinkOptions<TRouter extends AnyRouter = AnyRouter>
@@ -35,7 +35,7 @@ export function retryingIdempotencyLink<TRouter extends AnyRouter = AnyRouter>(
   const keying = idempotencyLink<TRouter>(keyFor === undefined ? {} : { keyFor });
   // Made once here, not per client, so the link's retry budget is shared by every client
   // built with this link, as with keyedRetryLink().
-  const retrying = keyedRetryLink<TRouter>(retryOptions);
+  const retrying = retryLinkNamed<TRouter>('retryingIdempotencyLink', retryOptions);
   return (runtime) => {
     const keyOperation = keying(runtime);
     const retryOperation = retrying(runtime);
