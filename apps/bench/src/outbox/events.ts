@@ -6,10 +6,17 @@ import { z } from 'zod';
 
 export const BENCH_TOPIC = 'bench.event' as const;
 
-/** The events the outbox benchmark produces. */
-export const benchEvents = defineEvents({
-  [BENCH_TOPIC]: z.object({ n: z.number().int() }),
-});
+const benchSchemas = { [BENCH_TOPIC]: z.object({ n: z.number().int() }) };
+
+/** The events the outbox benchmark produces (enqueue sends NOTIFY, the default). */
+export const benchEvents = defineEvents(benchSchemas);
+
+/**
+ * The same events enqueued with `notify: false`, as the outbox pipelines do: NOTIFY
+ * serialises the commits of notifying transactions, and their relays poll instead
+ * (`minPollIntervalMs`).
+ */
+export const benchEventsWithoutNotify = defineEvents(benchSchemas, { notify: false });
 
 /**
  * The consumer's own write, one row per handled event, deliberately without a unique

@@ -1,5 +1,7 @@
 /**
- * One outbox relay in its own process, claiming `BATCH_SIZE` events per round.
+ * One outbox relay in its own process, claiming `BATCH_SIZE` events per round. With
+ * `POLL_MS` it does not LISTEN and polls instead: `MIN_POLL_MS` after a round that found
+ * events, backing off to `POLL_MS` (for producers that enqueue with `notify: false`).
  * `PUBLISHER=inprocess`: the relay hands each batch to an idempotent batch consumer in this
  * process (the batch's inbox rows in one statement + its `bench_consumed` rows in one
  * INSERT, one transaction). `PUBLISHER=nats`: it publishes to JetStream on `SUBJECT` at
@@ -52,6 +54,14 @@ const relay = createRelay({
   db,
   publisher,
   batchSize: Number(process.env.BATCH_SIZE ?? 100),
+  // POLL_MS / MIN_POLL_MS: for producers that enqueue without NOTIFY.
+  ...(process.env.POLL_MS
+    ? {
+        listen: false,
+        pollIntervalMs: Number(process.env.POLL_MS),
+        minPollIntervalMs: Number(process.env.MIN_POLL_MS ?? process.env.POLL_MS),
+      }
+    : {}),
   onEvent: (event) => {
     if (
       event.type === 'error' ||

@@ -13,6 +13,7 @@ import { createBenchStream } from '../outbox/benchStream.js';
 import {
   BENCH_TOPIC,
   benchEvents,
+  benchEventsWithoutNotify,
   CONSUMER_NAME,
   CREATE_CONSUMED_TABLE,
 } from '../outbox/events.js';
@@ -26,6 +27,15 @@ const NATS_CONSUMER_CONCURRENCY = 4;
 const RELAY_BATCH = Number(process.env.BENCH_RELAY_BATCH ?? 1_000);
 /** The relay process's pool, and so the consumer transactions in flight per relay. */
 const RELAY_POOL = 10;
+/**
+ * The pipelines' producers enqueue with `notify: false` (NOTIFY serialises notifying
+ * commits: see the enqueue rows), so their relays poll: `RELAY_MIN_POLL_MS` after a round
+ * that found events, backing off to `RELAY_POLL_MS` when idle. `BENCH_OUTBOX_NOTIFY=1`
+ * runs them with NOTIFY and LISTEN instead.
+ */
+const PIPELINE_NOTIFY = process.env.BENCH_OUTBOX_NOTIFY === '1';
+const RELAY_POLL_MS = Number(process.env.BENCH_RELAY_POLL_MS ?? 50);
+const RELAY_MIN_POLL_MS = Number(process.env.BENCH_RELAY_MIN_POLL_MS ?? 10);
 const SCENARIO = 'outbox (enqueue → consumer commit)';
 /** Throughput targets; the cluster is reported, not judged. */
 const TARGETS: Record<'inprocess' | 'nats' | 'cluster', number | undefined> = {
@@ -37,10 +47,11 @@ const TARGETS: Record<'inprocess' | 'nats' | 'cluster', number | undefined> = {
 /** Where events go: handlers in the relay's process, one NATS server, or a 3-node cluster. */
 type Publisher = 'inprocess' | 'nats' | 'cluster';
 type Db = ReturnType<typeof drizzle>;
+type Events = typeof benchEvents;
 
 /**
  * Outbox: events per second from `enqueue` to the consumer's commit, with 1 and 3 relays
- * (own processes, batches of `RELAY_BATCH`, LISTEN/NOTIFY wake-ups) feeding batch
+ * (own processes, batches of `RELAY_BATCH`, polling: see PIPELINE_NOTIFY) feeding batch
  * consumers: in process (`handleBatch`, one transaction per relay round), through one NATS
  * JetStream server, and through a 3-node cluster with a 3-replica stream (started by the
  * scenario). The NATS consumer is its own process (`consumeJetStream` with `batchHandler`).
@@ -68,14 +79,19 @@ export async function outbox(context: RunContext): Promise<void> {
   const reset = () => sql`truncate idem_outbox, idem_inbox, bench_consumed`;
   try {
     await reset();
-    await produceBurst(db, burst, 0); // warm-up
-    await reset();
-    const produceMs = await produceBurst(db, burst, 0);
-    context.report({
-      scenario: SCENARIO,
-      variant: `enqueue only (${PRODUCERS} producers × ${EVENTS_PER_TRANSACTION}/tx)`,
-      result: formatRate((burst / produceMs) * 1000, 'events/s'),
-    });
+    await produceBurst(db, burst, 0, benchEvents); // warm-up
+    for (const [events, how] of [
+      [benchEvents, 'NOTIFY'],
+      [benchEventsWithoutNotify, 'notify: false'],
+    ] as const) {
+      await reset();
+      const produceMs = await produceBurst(db, burst, 0, events);
+      context.report({
+        scenario: SCENARIO,
+        variant: `enqueue only, ${how} (${PRODUCERS} producers × ${EVENTS_PER_TRANSACTION}/tx)`,
+        result: formatRate((burst / produceMs) * 1000, 'events/s'),
+      });
+    }
 
     await reset();
     const floor = await runWorkers(RELAY_POOL, quick ? 1_000 : 5_000, async (index) => {
@@ -121,8 +137,16 @@ export async function outbox(context: RunContext): Promise<void> {
   }
 }
 
+/** The pipelines' producers: see PIPELINE_NOTIFY. */
+const pipelineEvents: Events = PIPELINE_NOTIFY ? benchEvents : benchEventsWithoutNotify;
+
 /** `count` events numbered from `first`, by PRODUCERS loops of one transaction per batch. */
-async function produceBurst(db: Db, count: number, first: number): Promise<number> {
+async function produceBurst(
+  db: Db,
+  count: number,
+  first: number,
+  events: Events = pipelineEvents,
+): Promise<number> {
   let next = 0;
   const started = nowMs();
   await Promise.all(
@@ -130,19 +154,24 @@ async function produceBurst(db: Db, count: number, first: number): Promise<numbe
       while (next < count) {
         const from = next;
         next += EVENTS_PER_TRANSACTION;
-        await enqueueRange(db, first + from, Math.min(EVENTS_PER_TRANSACTION, count - from));
+        await enqueueRange(
+          db,
+          first + from,
+          Math.min(EVENTS_PER_TRANSACTION, count - from),
+          events,
+        );
       }
     }),
   );
   return nowMs() - started;
 }
 
-function enqueueRange(db: Db, from: number, count: number) {
+function enqueueRange(db: Db, from: number, count: number, events: Events = pipelineEvents) {
   const batch = Array.from({ length: count }, (_, index) => ({
     topic: BENCH_TOPIC,
     payload: { n: from + index },
   }));
-  return db.transaction((tx) => benchEvents.enqueue(tx, batch));
+  return db.transaction((tx) => events.enqueue(tx, batch));
 }
 
 /** Events at `perSecond` for `durationMs`, numbered from `first`; returns how many. */
@@ -233,6 +262,9 @@ async function pipeline(
             NATS_URL: natsServers.join(','),
             POOL_MAX: String(RELAY_POOL),
             BATCH_SIZE: String(RELAY_BATCH),
+            ...(PIPELINE_NOTIFY
+              ? {}
+              : { POLL_MS: String(RELAY_POLL_MS), MIN_POLL_MS: String(RELAY_MIN_POLL_MS) }),
           },
           nodeFlags: context.nodeFlags(`relay-${publisher}-${relays}-${index + 1}`),
         }),
@@ -280,7 +312,7 @@ async function pipeline(
             target: `≥ ${formatCount(TARGETS[publisher])} events/s`,
             verdict: judged(context, verdictAtLeast(rate, TARGETS[publisher])),
           }),
-      note: `lag at ${formatRate(pacedRate, 'events/s')}; ${formatCount(expected)} events, ${duplicates} dup, ${lost} lost`,
+      note: `lag at ${formatRate(pacedRate, 'events/s')}; ${formatCount(expected)} events, ${duplicates} dup, ${lost} lost${PIPELINE_NOTIFY ? '; NOTIFY' : ''}`,
     });
   } finally {
     for (const child of children.reverse()) await child.stop();
