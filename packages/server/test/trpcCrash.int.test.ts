@@ -147,6 +147,9 @@ for (const backend of backends) {
       } finally {
         await stop(fresh);
       }
-    }, 60_000);
+      // Two server processes start here (tsx, and on PGlite a file-backed database each):
+      // about 6 s on an idle machine, and more than 60 s once on one whose 2 cores ran every
+      // package's suite and two benchmarks at the same time.
+    }, 180_000);
   });
 }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { turnBatcher } from './turnBatcher.js';
 
 /** A batcher over numbers whose statements are recorded, and fail as `fail` says. */
@@ -57,6 +57,16 @@ describe('turnBatcher', () => {
       'one 3',
     ]);
     expect(statements).toEqual([[1, 2, 3], [1], [2], [3]]);
+  });
+
+  it('sends its batches while a test fakes the timers', async () => {
+    vi.useFakeTimers();
+    try {
+      const { call } = recorded();
+      expect(await Promise.all([call(1), call(2)])).toEqual(['many 1', 'many 2']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('fails every call of a batch whose connection failed, and sends nothing again', async () => {

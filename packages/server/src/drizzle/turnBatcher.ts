@@ -68,11 +68,15 @@ export function turnBatcher<Call, Result>(options: {
     });
 }
 
-/** After this turn's I/O callbacks: `setImmediate` where the runtime has it (Node, Bun). */
+/**
+ * After this turn's I/O callbacks: `setImmediate` where the runtime has it (Node, Bun).
+ * Taken when this module loads, so that a test which fakes timers later (`vi.useFakeTimers`
+ * fakes `setImmediate` too) does not hold every claim back until it advances them.
+ */
+const immediate = globalThis.setImmediate;
+const timeout = globalThis.setTimeout;
 const afterTurn: (run: () => void) => void =
-  typeof globalThis.setImmediate === 'function'
-    ? (run) => globalThis.setImmediate(run)
-    : (run) => globalThis.setTimeout(run, 0);
+  typeof immediate === 'function' ? (run) => immediate(run) : (run) => timeout(run, 0);
 
 interface Pending<Call, Result> {
   call: Call;
