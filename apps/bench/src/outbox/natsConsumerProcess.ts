@@ -25,6 +25,17 @@ const nc = await connect({
 });
 const inbox = idempotentConsumer({ db, name: CONSUMER_NAME });
 let consumption: JetStreamConsumption | undefined;
+/** `BENCH_TRACE=1`: each second, the events handled and in how many transactions. */
+const trace = { events: 0, batches: 0, small: 0 };
+if (process.env.BENCH_TRACE) {
+  setInterval(() => {
+    if (trace.events === 0) return;
+    console.error(
+      `trace: nats consumer ${trace.events} events in ${Math.round(trace.batches)} transactions, ${Math.round(trace.small)} of them under 10 events`,
+    );
+    Object.assign(trace, { events: 0, batches: 0, small: 0 });
+  }, 1_000).unref();
+}
 let failures = 0;
 let errors = 0;
 let duplicates = 0;
@@ -50,6 +61,12 @@ try {
     pullExpiresMs: 5_000,
     batchHandler: (events, tx) => recordConsumed(tx, events),
     onEvent: (event) => {
+      if (event.batchSize !== undefined && event.type !== 'failed') {
+        trace.events++;
+        // Each event of a batch reports its size: count the batch once.
+        trace.batches += 1 / event.batchSize;
+        if (event.batchSize < 10) trace.small += 1 / event.batchSize;
+      }
       if (event.type === 'duplicate') duplicates++;
       if (event.type === 'failed' || event.type === 'rejected') {
         failures++;
