@@ -2,6 +2,9 @@ import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 
+/** Unacknowledged messages JetStream lets the bench's consumer hold. */
+export const MAX_ACK_PENDING = 10_000;
+
 export interface BenchStream {
   name: string;
   subject: string;
@@ -35,6 +38,10 @@ export async function createBenchStream(servers: string[], replicas: number): Pr
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(30_000),
+    // JetStream stops delivering once this many messages await their ack (1,000 unless
+    // set): at or below one batch of the consumer, its other transactions had nothing to
+    // handle. Room for the consumer process's concurrency × batch, twice over.
+    max_ack_pending: MAX_ACK_PENDING,
   });
   return {
     name,
