@@ -443,6 +443,41 @@ describe('NATS JetStream on Postgres', () => {
     );
   });
 
+  it('refuses a max_ack_pending below maxBatch × concurrency, which would cap the batches in flight', async () => {
+    const { db } = database();
+    const stream = await nats().createStream();
+    const inbox = idempotentConsumer({ db, name: 'billing' });
+    // JetStream's default max_ack_pending is 1,000.
+    const byDefault = await nats().js.consumers.get(stream.name, await stream.addConsumer());
+    const error = await consumeJetStream({
+      consumer: byDefault,
+      inbox,
+      batchHandler: async () => {},
+      maxBatch: 500,
+      concurrency: 4,
+    }).then(
+      (consumption) => consumption.stop().then(() => undefined),
+      (caught: unknown) => caught,
+    );
+    expect(isConfigurationError(error)).toBe(true);
+    expect((error as Error).message).toMatch(
+      /max_ack_pending \(1000\) is below maxBatch × concurrency \(500 × 4\)/,
+    );
+    // Room for every batch in flight: accepted.
+    const roomy = await nats().js.consumers.get(
+      stream.name,
+      await stream.addConsumer({ max_ack_pending: 2_000 }),
+    );
+    const consumption = await consumeJetStream({
+      consumer: roomy,
+      inbox,
+      batchHandler: async () => {},
+      maxBatch: 500,
+      concurrency: 4,
+    });
+    await consumption.stop();
+  });
+
   it('refuses redelivery delays longer than the inbox was sized for, naming both', async () => {
     const { db } = database();
     const stream = await nats().createStream();

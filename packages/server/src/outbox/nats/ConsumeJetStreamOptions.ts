@@ -38,7 +38,9 @@ export interface ConsumeJetStreamOptions<
   /**
    * A durable pull consumer with explicit acks: `await js.consumers.get(stream, name)`.
    * Its `ack_wait` is a redelivery delay, so it must not exceed the inbox's
-   * `maxRedeliveryDelayMs`.
+   * `maxRedeliveryDelayMs`. Its `max_ack_pending` (1,000 unless set) must be at least
+   * `maxBatch × concurrency`: JetStream stops delivering at that many unacknowledged
+   * messages, so the batches in flight could not fill.
    */
   consumer: Consumer;
   /** Deduplicates by event id; the handler's writes share its transaction. */

@@ -19,7 +19,8 @@ import { decodeJetStreamMessage } from './decodeJetStreamMessage.js';
  * handler fails, so JetStream redelivers it; a duplicate is acknowledged without running
  * the handler. With `batchHandler`, the messages that have arrived are handled together,
  * one transaction per batch. Refuses (ConfigurationError) a consumer whose redelivery
- * delays exceed what the inbox's retention was sized for.
+ * delays exceed what the inbox's retention was sized for, or whose `max_ack_pending` is
+ * below `maxBatch × concurrency`.
  *
  * @example
  * const consumer = await js.consumers.get('ORDERS', 'billing');
@@ -64,6 +65,15 @@ export async function consumeJetStream<
     throw new ConfigurationError(
       `consumeJetStream: the consumer's ack_policy is "${config.ack_policy}"; it must be ` +
         '"explicit", or messages would count as handled before the handler committed.',
+    );
+  }
+  const maxAckPending = config.max_ack_pending ?? -1;
+  if (maxAckPending > 0 && maxAckPending < maxBatch * concurrency) {
+    throw new ConfigurationError(
+      `consumeJetStream: the consumer's max_ack_pending (${maxAckPending}) is below maxBatch × ` +
+        `concurrency (${maxBatch} × ${concurrency}). JetStream stops delivering once that many ` +
+        'messages await their ack, so the batches in flight could never fill: raise the ' +
+        "consumer's max_ack_pending (JetStream's default is 1,000) or lower maxBatch or concurrency.",
     );
   }
   const ackWaitMs = (config.ack_wait ?? 30_000_000_000) / 1_000_000;
