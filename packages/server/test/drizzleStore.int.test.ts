@@ -10,8 +10,6 @@ import {
 } from '@idem/core/store';
 import { manualClock } from '@idem/core/testing';
 import { and, eq, sql } from 'drizzle-orm';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { describe, expect, it } from 'vitest';
 import { drizzleStore } from '../src/drizzle/drizzleStore.js';
 import { idempotencyKeys } from '../src/drizzle/schema.js';
@@ -350,129 +348,6 @@ for (const backend of backends) {
         const third = await store.claim(request());
         expect(third).toMatchObject({ status: 'claimed', takeover: false });
         expect(third.record).toMatchObject({ version: 3, attempts: 1, steps: {} });
-      });
-
-      describe('in one turn of the event loop', () => {
-        /** The test database through a second Drizzle instance that counts its statements. */
-        const counted = () => {
-          const texts: string[] = [];
-          const logger = { logQuery: (text: string) => texts.push(text) };
-          const client = (database().db as unknown as { $client: never }).$client;
-          const db =
-            backend === 'PGlite'
-              ? drizzlePglite(client, { logger })
-              : drizzlePostgres(client, { logger });
-          return { db, texts };
-        };
-        const outcome = (value: number) => ({ kind: 'success' as const, value });
-
-        it('sends the claims, the completions and the reads of one turn as one statement each', async () => {
-          await database().truncate();
-          const { db, texts } = counted();
-          const store = drizzleStore(db);
-          const keys = Array.from({ length: 20 }, (_, index) => `turn-${index}`);
-          const claims = await Promise.all(keys.map((key) => store.claim(request({ key }))));
-          expect(claims.map((claim) => claim.status)).toEqual(keys.map(() => 'claimed'));
-          expect(new Set(claims.map((claim) => claim.record.key))).toEqual(new Set(keys));
-          expect(texts).toHaveLength(1);
-
-          await Promise.all(
-            claims.map((claim, index) => store.complete(tokenOf(claim), outcome(index), TTL_MS)),
-          );
-          expect(texts).toHaveLength(2);
-          const records = await Promise.all([
-            ...keys.map((key) => store.get('user:1/orders.create', key)),
-            store.get('user:1/orders.create', 'never-claimed'),
-          ]);
-          expect(texts).toHaveLength(3);
-          expect(records.at(-1)).toBeNull();
-          for (const [index, key] of keys.entries()) {
-            expect(records[index]).toMatchObject({
-              key,
-              status: 'completed',
-              outcome: outcome(index),
-              lockedUntil: null,
-            });
-          }
-
-          // Replays, a mismatch and a new key in one turn: each answered from its own row.
-          texts.length = 0;
-          const answers = await Promise.all([
-            store.claim(request({ key: 'turn-0' })),
-            store.claim(request({ key: 'turn-1', fingerprint: 'fp-b' })),
-            store.claim(request({ key: 'turn-new' })),
-            store.claim(request({ key: 'turn-2' })),
-          ]);
-          expect(answers.map((answer) => answer.status)).toEqual([
-            'replay',
-            'mismatch',
-            'claimed',
-            'replay',
-          ]);
-          expect(answers[3]!.record.outcome).toEqual(outcome(2));
-          expect(texts).toHaveLength(1);
-        });
-
-        it('decides a key repeated in one turn once, beside the batch', async () => {
-          await database().truncate();
-          const store = drizzleStore(database().db);
-          const results = await Promise.all([
-            ...Array.from({ length: 10 }, () =>
-              store.claim(request({ key: 'same', leaseMs: 60_000 })),
-            ),
-            ...Array.from({ length: 5 }, (_, index) =>
-              store.claim(request({ key: `other-${index}` })),
-            ),
-          ]);
-          const same = results.slice(0, 10).map((result) => result.status);
-          expect(same.filter((status) => status === 'claimed')).toHaveLength(1);
-          expect(same.filter((status) => status === 'in_progress')).toHaveLength(9);
-          expect(results.slice(10).map((result) => result.status)).toEqual(
-            Array.from({ length: 5 }, () => 'claimed'),
-          );
-        });
-
-        it('fences each completion of a batch by its own token', async () => {
-          await database().truncate();
-          const store = drizzleStore(database().db);
-          const live = tokenOf(await store.claim(request({ key: 'live' })));
-          const stale = tokenOf(await store.claim(request({ key: 'stale', leaseMs: 60_000 })));
-          await store.release(stale);
-          const taken = tokenOf(await store.claim(request({ key: 'stale' })));
-          const [lost, stored] = await Promise.all([
-            rejection(store.complete(stale, outcome(1), TTL_MS)),
-            rejection(store.complete(live, outcome(2), TTL_MS)),
-          ]);
-          expect(isLeaseLostError(lost)).toBe(true);
-          expect(stored).toBeUndefined();
-          expect(await store.get(live.scope, live.key)).toMatchObject({ outcome: outcome(2) });
-          expect(await store.get(taken.scope, taken.key)).toMatchObject({
-            status: 'in_progress',
-            version: taken.version,
-          });
-        });
-
-        it('fails only the call whose value Postgres refuses, and keeps the rest of its batch', async () => {
-          await database().truncate();
-          const { db, texts } = counted();
-          const store = drizzleStore(db);
-          const results = await Promise.all([
-            rejection(store.claim(request({ key: 'good-1' }))),
-            rejection(store.claim(request({ key: 'bad\u0000key' }))),
-            rejection(store.claim(request({ key: 'good-2' }))),
-          ]);
-          expect(results[0]).toBeUndefined();
-          expect(results[1]).toBeInstanceOf(Error);
-          expect(results[2]).toBeUndefined();
-          // The batch, then each call on its own.
-          expect(texts).toHaveLength(4);
-          expect(await store.get('user:1/orders.create', 'good-1')).toMatchObject({
-            status: 'in_progress',
-          });
-          expect(await store.get('user:1/orders.create', 'good-2')).toMatchObject({
-            status: 'in_progress',
-          });
-        });
       });
 
       it('sweeps what has expired by the database clock', async () => {

@@ -16,7 +16,6 @@ import { keyLockArgs } from './keyLock.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
-import { turnBatcher } from './turnBatcher.js';
 
 export interface DrizzleStoreOptions {
   /**
@@ -48,19 +47,6 @@ export interface DrizzleStoreOptions {
    * @default false
    */
   expectNewKeys?: boolean;
-  /**
-   * Claims, completions and reads (`get`) that calls start in the same turn of the event
-   * loop go to the database as one statement of each kind (a batch of keys in one JSON
-   * parameter) instead of one statement per call. A busy server answers several requests per turn, and every
-   * statement costs a socket write and a round of the driver and of Postgres whatever its
-   * size; an idle server sends a batch of one, which is the single-key statement. Answers
-   * and guarantees are the same either way: each key is decided on its own row (a key
-   * repeated in one turn goes on its own), and a batch that Postgres refuses is retried key
-   * by key, so one bad value fails only its own call. Off with an injected `clock`, with
-   * `lockWaitMs`, and when `false`.
-   * @default true
-   */
-  batch?: boolean;
 }
 
 /**
@@ -84,7 +70,6 @@ const param = {
   now: sql.placeholder('now'),
   limit: sql.placeholder('limit'),
   lockWait: sql.placeholder('lockWait'),
-  batch: sql.placeholder('batch'),
 };
 
 /**
@@ -127,9 +112,6 @@ const RESTORE_LOCK_WAIT = sql<string>`set_config('lock_timeout', current_setting
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
- * Claims, completions and reads started in one turn of the event loop share one statement
- * of each kind (see `DrizzleStoreOptions.batch`); a lone call sends the statement above.
- *
  * @example
  * const store = drizzleStore(drizzle(postgres(process.env.DATABASE_URL!)));
  */
@@ -164,12 +146,6 @@ function createDrizzleStore(
     keyLock,
   );
   const { clock } = options;
-  const batching =
-    options.batch !== false &&
-    !clock &&
-    options.lockWaitMs === undefined &&
-    !keyLock &&
-    !options.expectNewKeys;
   /** The values every statement binds: the injected clock's "now", when there is one. */
   const lockWait =
     options.lockWaitMs === undefined
@@ -190,90 +166,6 @@ function createDrizzleStore(
     const { inserted, nowMs, restored: _, ...columns } = row;
     return { inserted: inserted === true, record: toRecord(columns), nowMs: Number(nowMs) };
   };
-
-  /** Statement 1 of a claim, for the claims started in one turn together. */
-  const firstRound = batching
-    ? turnBatcher({
-        idOf: (request: ClaimRequest) => idOf(request.scope, request.key),
-        single: insertOrRead,
-        many: async (requests) => {
-          const rows = await statements.claimBatch().execute({
-            batch: JSON.stringify(
-              requests.map((request) => ({
-                v_scope: request.scope,
-                v_key: request.key,
-                v_fingerprint: request.fingerprint,
-                v_lease_ms: request.leaseMs,
-                v_ttl_ms: request.ttlMs,
-              })),
-            ),
-          });
-          const found = new Map<string, Awaited<ReturnType<typeof insertOrRead>>>();
-          for (const { inserted, nowMs, ...columns } of rows) {
-            found.set(idOf(columns.scope, columns.key), {
-              inserted: inserted === true,
-              record: toRecord(columns),
-              nowMs: Number(nowMs),
-            });
-          }
-          // No row: inserted by a concurrent statement after this one's snapshot was taken.
-          return requests.map((request) => found.get(idOf(request.scope, request.key)));
-        },
-      })
-    : insertOrRead;
-
-  /** Stores a completed outcome if `token` still holds the key; false if it does not. */
-  const completeOne = async (completion: Completion) => {
-    const updated = await statements.complete().execute(
-      bind({
-        outcome: JSON.stringify(completion.outcome),
-        ttlMs: completion.ttlMs,
-        ...incarnation(completion.token),
-      }),
-    );
-    return updated.length > 0;
-  };
-  const completed = batching
-    ? turnBatcher({
-        idOf: (completion: Completion) => idOf(completion.token.scope, completion.token.key),
-        single: completeOne,
-        many: async (completions) => {
-          const rows = await statements.completeBatch().execute({
-            batch: JSON.stringify(
-              completions.map(({ token, outcome, ttlMs }) => ({
-                v_scope: token.scope,
-                v_key: token.key,
-                v_version: token.version,
-                v_created_at: new Date(token.createdAt).toISOString(),
-                v_outcome: JSON.stringify(outcome),
-                v_ttl_ms: ttlMs,
-              })),
-            ),
-          });
-          const updated = new Set(rows.map((row) => idOf(row.scope, row.key)));
-          return completions.map(({ token }) => updated.has(idOf(token.scope, token.key)));
-        },
-      })
-    : completeOne;
-
-  /** The live record of a key, or null: one read. */
-  const readOne = async ({ scope, key }: KeyId) => {
-    const [row] = await statements.read().execute(bind({ scope, key }));
-    return row ? liveRecord(row) : null;
-  };
-  const read = batching
-    ? turnBatcher({
-        idOf: ({ scope, key }: KeyId) => idOf(scope, key),
-        single: readOne,
-        many: async (ids) => {
-          const rows = await statements.readBatch().execute({
-            batch: JSON.stringify(ids.map(({ scope, key }) => ({ v_scope: scope, v_key: key }))),
-          });
-          const found = new Map(rows.map((row) => [idOf(row.scope, row.key), liveRecord(row)]));
-          return ids.map(({ scope, key }) => found.get(idOf(scope, key)) ?? null);
-        },
-      })
-    : readOne;
 
   /** One fenced UPDATE: changes the row only for the live holder of `token`. */
   const fenced = async (
@@ -297,7 +189,7 @@ function createDrizzleStore(
         }
       }
       for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-        const found = await (round === 0 ? firstRound : insertOrRead)(request);
+        const found = await insertOrRead(request);
         // Nothing: a concurrent claim inserted the key after this statement's snapshot was
         // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
         if (!found) continue;
@@ -321,9 +213,7 @@ function createDrizzleStore(
     },
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-      if (!(await completed({ token, outcome, ttlMs }))) {
-        throw new LeaseLostError(token.scope, token.key, token.version);
-      }
+      await fenced(statements.complete(), token, { outcome: JSON.stringify(outcome), ttlMs });
     },
 
     async release(token: LeaseToken): Promise<void> {
@@ -343,7 +233,11 @@ function createDrizzleStore(
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
-      return read({ scope, key });
+      const [row] = await statements.read().execute(bind({ scope, key }));
+      if (!row) return null;
+      const { nowMs, ...columns } = row;
+      const record = toRecord(columns);
+      return isExpired(record, Number(nowMs)) ? null : record;
     },
 
     async sweep({ limit }: SweepOptions): Promise<number> {
@@ -409,37 +303,16 @@ function prepareStatements(
       .prepare(name('insert_new')),
   );
 
-  // Insert-or-read, for one key (`claim`) or for the keys of one turn (`claimBatch`, see
-  // `turnBatcher`): the rows the insert added, marked `inserted`, and the existing rows it
-  // did not add, each with the statement's "now". Read-only when the keys exist: `ON
-  // CONFLICT DO NOTHING` locks nothing, so a replay, a mismatch or an in-progress answer
-  // takes no transaction id and writes no WAL. A batch inserts in key order, so two batches
-  // that share keys lock them in the same order; it is only made on the database clock,
-  // without a lock bound or key lock.
-  const insertOrRead = (batch: boolean) => {
-    const requests = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text, v_fingerprint text, v_lease_ms float8, v_ttl_ms float8)`;
-    const adding = batch
-      ? db
-          .insert(keys)
-          // Every column of the table, in its order: the values of `newKey`, per key.
-          .select(
-            sql`select v_scope, v_key, v_fingerprint, 'in_progress', 1, ${sqlLater(now, sql`v_lease_ms`)}, 1, null::json, '{}'::jsonb, ${now}, null::timestamptz, ${sqlLater(now, sql`v_ttl_ms`)} from ${requests} order by v_scope, v_key`,
-          )
-      : db.insert(keys).values(newKey);
-    const inserted = db
-      .$with('inserted')
-      .as(adding.onConflictDoNothing({ target: [keys.scope, keys.key] }).returning());
-    const existing = batch
-      ? and(
-          sql`(${keys.scope}, ${keys.key}) in (select v_scope, v_key from json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text))`,
-          notExists(
-            db
-              .select({ one: sql`1` })
-              .from(inserted)
-              .where(sql`${inserted.scope} = ${keys.scope} and ${inserted.key} = ${keys.key}`),
-          ),
-        )
-      : and(byId, notExists(db.select({ one: sql`1` }).from(inserted)));
+  const claim = once(() => {
+    // Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing, so a replay, a
+    // mismatch or an in-progress answer takes no transaction id and writes no WAL.
+    const inserted = db.$with('inserted').as(
+      db
+        .insert(keys)
+        .values(newKey)
+        .onConflictDoNothing({ target: [keys.scope, keys.key] })
+        .returning(),
+    );
     // The data-modifying CTE must sit at the top level: the union is a subquery of it.
     const found = db
       .select({
@@ -468,7 +341,7 @@ function prepareStatements(
             nowMs: nowMs.as('now_ms'),
           })
           .from(keys)
-          .where(existing),
+          .where(and(byId, notExists(db.select({ one: sql`1` }).from(inserted)))),
       )
       .as('found');
     // With a bound, `lock_timeout` goes back to the caller's value once the row is decided:
@@ -480,10 +353,8 @@ function prepareStatements(
         restored,
       })
       .from(found)
-      .prepare(name(batch ? 'claim_batch' : 'claim'));
-  };
-  const claim = once(() => insertOrRead(false));
-  const claimBatch = once(() => insertOrRead(true));
+      .prepare(name('claim'));
+  });
 
   // Reset an expired row, or take over its lapsed lease, if it is still the row that was
   // read (version and creation time) and still expired or lapsed by this statement's
@@ -538,48 +409,12 @@ function prepareStatements(
         .prepare(name(statement)),
     );
 
-  // The completions of one turn (see `turnBatcher`): `complete`, for every key of a JSON
-  // array at once, each fenced by its own version and creation time.
-  const completeBatch = once(() => {
-    const completions = sql`json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text, v_version integer, v_created_at timestamptz, v_outcome text, v_ttl_ms float8)`;
-    return db
-      .update(keys)
-      .set({
-        status: 'completed',
-        outcome: sql`v_outcome::json`,
-        completedAt: now,
-        lockedUntil: null,
-        expiresAt: sqlLater(now, sql`v_ttl_ms`),
-      })
-      .from(completions)
-      .where(
-        and(
-          sql`${keys.scope} = v_scope and ${keys.key} = v_key`,
-          sql`${keys.version} = v_version and ${keys.createdAt} = v_created_at`,
-          eq(keys.status, 'in_progress'),
-        ),
-      )
-      .returning({ scope: keys.scope, key: keys.key })
-      .prepare(name('complete_batch'));
-  });
-
   const read = once(() =>
     db
       .select({ ...COLUMNS, nowMs })
       .from(keys)
       .where(byId)
       .prepare(name('read')),
-  );
-
-  // The reads of one turn (see `turnBatcher`).
-  const readBatch = once(() =>
-    db
-      .select({ ...COLUMNS, nowMs })
-      .from(keys)
-      .where(
-        sql`(${keys.scope}, ${keys.key}) in (select v_scope, v_key from json_to_recordset(${param.batch}::json) as v(v_scope text, v_key text))`,
-      )
-      .prepare(name('read_batch')),
   );
 
   // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
@@ -595,7 +430,6 @@ function prepareStatements(
   return {
     insertNew,
     claim,
-    claimBatch,
     takeOver,
     complete: fencedUpdate('complete', {
       status: 'completed',
@@ -609,34 +443,9 @@ function prepareStatements(
     saveStep: fencedUpdate('save_step', {
       steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
     }),
-    completeBatch,
     read,
-    readBatch,
     sweep,
   };
-}
-
-/** A key's identity in a batch: its scope and key, told apart by the scope's length. */
-const idOf = (scope: string, key: string) => `${scope.length}:${scope}${key}`;
-
-/** A key, as `get` names it. */
-interface KeyId {
-  scope: string;
-  key: string;
-}
-
-/** A row read with the statement's "now": its record, or null once it has expired. */
-function liveRecord(row: IdempotencyKeyRow & { nowMs: number | string }) {
-  const { nowMs, ...columns } = row;
-  const record = toRecord(columns);
-  return isExpired(record, Number(nowMs)) ? null : record;
-}
-
-/** One completion, as `complete` was called. */
-interface Completion {
-  token: LeaseToken;
-  outcome: StoredOutcome;
-  ttlMs: number;
 }
 
 const COLUMNS = getTableColumns(keys);
