@@ -70,6 +70,8 @@ type Events = typeof benchEvents;
  *   measure the queue the burst built.)
  * - `BENCH_TRACE=1` logs the outbox's unsent rows and the consumed rows every second while
  *   a pipeline drains: a relay that falls behind shows as unsent rows, a consumer as the gap.
+ *   The NATS consumer also logs its transactions per second and how many held under ten
+ *   events.
  * - Floor: one consumer transaction per event (inbox row + the consumer's row), what the
  *   pipeline committed before batch consumption; raw postgres-js running exactly that at
  *   the relay's concurrency shows how many such commits this machine can do at all, and
