@@ -54,6 +54,29 @@ describe('NATS JetStream on Postgres', () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
+  /** An empty outbox on the test database and a new stream, for one test. */
+  const freshStream = async () => {
+    const { db } = database();
+    await resetOutbox(db);
+    return { db, stream: await nats().createStream() };
+  };
+  type Fresh = Awaited<ReturnType<typeof freshStream>>;
+
+  /** What a batch consumer of `durable` into the `billing` inbox needs, 25 events a batch. */
+  const billingBatches = async ({ db, stream }: Fresh, durable: string) => ({
+    consumer: await nats().js.consumers.get(stream.name, durable),
+    inbox: idempotentConsumer({ db, name: 'billing' }),
+    events,
+    maxBatch: 25,
+  });
+
+  /** A relay that publishes the outbox to `stream` (stopped after the test). */
+  const relayTo = ({ db, stream }: Fresh) =>
+    createRelay({
+      db,
+      publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
+    });
+
   /** Every message in the stream, by event id (an ordered consumer reads them all). */
   const streamContents = async (stream: string, expected: number) => {
     const consumer = await nats().js.consumers.get(stream);
@@ -67,9 +90,8 @@ describe('NATS JetStream on Postgres', () => {
   };
 
   it('relays events to JetStream with the event id as message id; the consumer handles each once', async () => {
-    const { db } = database();
-    await resetOutbox(db);
-    const stream = await nats().createStream();
+    const fresh = await freshStream();
+    const { db, stream } = fresh;
     const ids = await db.transaction((tx) =>
       events.enqueue(tx, [
         {
@@ -128,9 +150,8 @@ describe('NATS JetStream on Postgres', () => {
   });
 
   it('survives a relay crash between publish and mark: republished, stored once, handled once', async () => {
-    const { db } = database();
-    await resetOutbox(db);
-    const stream = await nats().createStream();
+    const fresh = await freshStream();
+    const { db, stream } = fresh;
     const [id] = await events.enqueue(db, [
       { topic: 'order.placed', payload: { orderId: 'o-9', totalCents: 5 } },
     ]);
@@ -239,18 +260,14 @@ describe('NATS JetStream on Postgres', () => {
   });
 
   it('naks a failed handler with a delay, acks after commit, and skips a redelivered duplicate', async () => {
-    const { db } = database();
-    await resetOutbox(db);
-    const stream = await nats().createStream();
+    const fresh = await freshStream();
+    const { db, stream } = fresh;
     const durable = await stream.addConsumer();
     const ids = await events.enqueue(db, [
       { topic: 'test.numbered', payload: { n: 1 } },
       { topic: 'test.numbered', payload: { n: 2 } },
     ]);
-    const relay = createRelay({
-      db,
-      publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
-    });
+    const relay = relayTo(fresh);
     await relay.runOnce();
     const inbox = idempotentConsumer({ db, name: 'billing' });
 
@@ -300,9 +317,8 @@ describe('NATS JetStream on Postgres', () => {
   });
 
   it('batchHandler: one transaction per batch, acks after commit, naks only the poison event', async () => {
-    const { db } = database();
-    await resetOutbox(db);
-    const stream = await nats().createStream();
+    const fresh = await freshStream();
+    const { db, stream } = fresh;
     const ids = await events.enqueue(
       db,
       Array.from({ length: 60 }, (_, n) => ({
@@ -311,10 +327,7 @@ describe('NATS JetStream on Postgres', () => {
       })),
     );
     const poison = ids[17] as string;
-    const relay = createRelay({
-      db,
-      publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
-    });
+    const relay = relayTo(fresh);
     expect(await relay.runOnce()).toMatchObject({ claimed: 60, published: 60 });
 
     const durable = await stream.addConsumer();
@@ -323,10 +336,7 @@ describe('NATS JetStream on Postgres', () => {
     const reported: JetStreamConsumerEvent[] = [];
     later(
       await consumeJetStream({
-        consumer: await nats().js.consumers.get(stream.name, durable),
-        inbox: idempotentConsumer({ db, name: 'billing' }),
-        events,
-        maxBatch: 25,
+        ...(await billingBatches(fresh, durable)),
         concurrency: 2,
         nakBackoff: { baseDelayMs: 50, maxDelayMs: 100 },
         batchHandler: async (batch, tx) => {
@@ -364,13 +374,9 @@ describe('NATS JetStream on Postgres', () => {
   });
 
   it('batchHandler: messages that arrive while a partial batch is handled wait for it and go together', async () => {
-    const { db } = database();
-    await resetOutbox(db);
-    const stream = await nats().createStream();
-    const relay = createRelay({
-      db,
-      publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
-    });
+    const fresh = await freshStream();
+    const { db, stream } = fresh;
+    const relay = relayTo(fresh);
     const numbered = (from: number, count: number) =>
       Array.from({ length: count }, (_, n) => ({
         topic: 'test.numbered' as const,
@@ -382,10 +388,7 @@ describe('NATS JetStream on Postgres', () => {
     const batchSizes: number[] = [];
     later(
       await consumeJetStream({
-        consumer: await nats().js.consumers.get(stream.name, durable),
-        inbox: idempotentConsumer({ db, name: 'billing' }),
-        events,
-        maxBatch: 25,
+        ...(await billingBatches(fresh, durable)),
         concurrency: 4,
         batchHandler: async (batch, tx) => {
           batchSizes.push(batch.length);
@@ -523,9 +526,8 @@ describe('NATS JetStream on Postgres', () => {
   });
 
   it('backs off while NATS is down at start and again mid-run, recovers, and loses nothing', async () => {
-    const { db } = database();
-    await resetOutbox(db);
-    const stream = await nats().createStream();
+    const fresh = await freshStream();
+    const { db, stream } = fresh;
     const proxy: TcpProxy = await tcpProxy(NATS_HOST, NATS_PORT);
     cleanups.push(() => proxy.stop());
     const log: RelayEvent[] = [];
