@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** Where the app under test listens, e.g. http://127.0.0.1:41234. */
     baseUrl: string;
+    /** The secret the app checks payment webhooks' signatures with. */
+    webhookSecret: string;
   }
 }
 
@@ -28,6 +31,8 @@ export default async function setup(project: TestProject) {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'idem-checkout-e2e-'));
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
+  // Tests that post webhooks themselves sign them as the provider does.
+  const webhookSecret = randomBytes(32).toString('hex');
   const log = createWriteStream(path.join(artifactsDir, 'server.log'));
   const env = { ...process.env };
   // Always the embedded database in its own folder, and the in-process relay: a shared
@@ -46,6 +51,7 @@ export default async function setup(project: TestProject) {
         DEMO_DATA_DIR: path.join(dataDir, 'pglite'),
         // Only the test cards decide declines: no random ones.
         DEMO_RANDOM_DECLINE_RATE: '0',
+        PAYMENT_WEBHOOK_SECRET: webhookSecret,
         NEXT_TELEMETRY_DISABLED: '1',
       },
       detached: true,
@@ -62,6 +68,7 @@ export default async function setup(project: TestProject) {
     throw error;
   }
   project.provide('baseUrl', baseUrl);
+  project.provide('webhookSecret', webhookSecret);
 
   return async () => {
     await stop(server);

@@ -3,10 +3,12 @@ import { createTRPCClient, httpLink } from '@trpc/client';
 import superjson from 'superjson';
 import { describe, expect, inject, it } from 'vitest';
 import { PAYMENT_WEBHOOK_PATH } from '../src/server/payments/paymentEvents';
+import { signWebhook, WEBHOOK_SIGNATURE_HEADER } from '../src/server/payments/webhookSignature';
 import type { AppRouter } from '../src/server/routers/appRouter';
 import { eventually } from './shopper';
 
 const baseUrl = inject('baseUrl');
+const webhookSecret = inject('webhookSecret');
 
 /** The demo's API as one browser session, without a browser. */
 function apiClient() {
@@ -21,11 +23,17 @@ function apiClient() {
   });
 }
 
-/** POSTs a webhook body to the shop's receiver, as the provider does. */
-async function deliver(body: string) {
+/**
+ * POSTs a webhook body to the shop's receiver, signed as the provider signs it (or with
+ * the signature header given, or none).
+ */
+async function deliver(body: string, signature: string | null = signWebhook(body, webhookSecret)) {
   const response = await fetch(`${baseUrl}${PAYMENT_WEBHOOK_PATH}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: {
+      'content-type': 'application/json',
+      ...(signature === null ? {} : { [WEBHOOK_SIGNATURE_HEADER]: signature }),
+    },
     body,
   });
   return { status: response.status, headers: response.headers, text: await response.text() };
@@ -71,6 +79,42 @@ describe('the payment webhook receiver, over HTTP against the running app', () =
     const anonymous = await deliver(JSON.stringify({ type: 'payment.succeeded', data }));
     expect(anonymous.status).toBe(400);
     expect(JSON.parse(anonymous.text)).toMatchObject({ code: 'INVALID_KEY', reason: 'missing' });
+    expect((await api.demo.checkout.query({ key: checkoutKey })).webhooks.confirmations).toBe(1);
+  });
+
+  it('refuses unsigned, forged and stale deliveries with a 401 problem, and stores nothing under their event id', async () => {
+    const api = apiClient();
+    const checkoutKey = `co_${randomUUID()}`;
+    const event = {
+      id: `evt_${randomUUID()}`,
+      type: 'payment.succeeded',
+      data: { chargeId: `ch_${randomUUID()}`, checkoutKey, amountCents: 100 },
+    };
+    const body = JSON.stringify(event);
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    const attempts = [
+      { signature: null, reason: 'missing' },
+      { signature: 'sha256=deadbeef', reason: 'malformed' },
+      { signature: signWebhook(body, 'a guessed secret'), reason: 'mismatch' },
+      // Signed by the provider, for another body: the amount was changed on the way.
+      {
+        signature: signWebhook(body.replace('"amountCents":100', '"amountCents":1'), webhookSecret),
+        reason: 'mismatch',
+      },
+      { signature: signWebhook(body, webhookSecret, nowSeconds - 3_600), reason: 'expired' },
+    ];
+    for (const { signature, reason } of attempts) {
+      const refused = await deliver(body, signature);
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('content-type')).toBe('application/problem+json');
+      expect(JSON.parse(refused.text)).toMatchObject({ status: 401, reason });
+    }
+    expect((await api.demo.checkout.query({ key: checkoutKey })).webhooks.confirmations).toBe(0);
+
+    // The provider's own delivery of that event id is then handled as new, not replayed.
+    const real = await deliver(body);
+    expect(real.status).toBe(200);
+    expect(real.headers.get('idempotent-replayed')).toBeNull();
     expect((await api.demo.checkout.query({ key: checkoutKey })).webhooks.confirmations).toBe(1);
   });
 

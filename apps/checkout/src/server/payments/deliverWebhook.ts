@@ -2,6 +2,7 @@ import { IDEMPOTENT_REPLAYED_HEADER } from '@idem/core';
 import type { AppDatabase } from '../db/openDatabase';
 import { webhookDeliveries } from '../db/schema';
 import type { PaymentSucceededEvent } from './paymentEvents';
+import { signWebhook, WEBHOOK_SIGNATURE_HEADER, webhookSecret } from './webhookSignature';
 
 /** Attempts of the first delivery before the provider gives up on an event. */
 const MAX_ATTEMPTS = 6;
@@ -12,7 +13,8 @@ const FIRST_BACKOFF_MS = 500;
  * until the shop answers (a 2xx, or a 4xx that retrying will not change), backing off
  * between attempts, and then delivers the same event once more, as a provider does when
  * its first delivery timed out on its side although the shop had handled it. Every POST
- * is logged in `webhook_deliveries`, with whether the shop answered it from the store.
+ * is signed when it is sent (`fakepay-signature`, see `webhookSignature`) and logged in
+ * `webhook_deliveries`, with whether the shop answered it from the store.
  */
 export async function deliverWebhook(
   db: AppDatabase,
@@ -27,7 +29,11 @@ export async function deliverWebhook(
     try {
       const response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'fakepay-webhooks/1' },
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'fakepay-webhooks/1',
+          [WEBHOOK_SIGNATURE_HEADER]: signWebhook(body, webhookSecret()),
+        },
         body,
       });
       await response.arrayBuffer();

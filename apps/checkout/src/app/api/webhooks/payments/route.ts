@@ -5,6 +5,12 @@ import {
   PAYMENT_WEBHOOK_PATH,
   parsePaymentEvent,
 } from '@/server/payments/paymentEvents';
+import {
+  type SignatureProblem,
+  verifyWebhook,
+  WEBHOOK_SIGNATURE_HEADER,
+  webhookSecret,
+} from '@/server/payments/webhookSignature';
 import { getRuntime } from '@/server/runtime';
 import { runtimeStore } from '@/server/runtimeStore';
 
@@ -16,11 +22,11 @@ export const dynamic = 'force-dynamic';
  * the handler, a redelivery gets the stored answer (`Idempotent-Replayed: true`) and
  * confirms nothing twice. A body without an event id is a 400 problem that stores nothing.
  */
-export const POST = idempotentHandler(
+const receive = idempotentHandler(
   {
     store: runtimeStore,
-    // The one sender. A real receiver checks the provider's signature before this, and
-    // names the provider account here.
+    // The one sender, whose signature `POST` has checked: a real shop names the provider
+    // account here.
     scope: () => 'provider:fakepay',
     route: PAYMENT_WEBHOOK_PATH,
     key: ({ json }) => eventIdOf(json),
@@ -44,3 +50,38 @@ export const POST = idempotentHandler(
     return Response.json({ received: event.id, confirmation: confirmation?.id ?? null });
   },
 );
+
+const WHAT_IS_WRONG: Record<SignatureProblem, string> = {
+  missing: 'missing',
+  malformed: 'not t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">',
+  expired: 'more than five minutes away from the current time',
+  mismatch: 'not the provider’s signature of this body',
+};
+
+/**
+ * Only the provider's own deliveries reach the handler: a body whose
+ * `fakepay-signature` is missing, malformed, older than five minutes or not the provider's
+ * HMAC of these exact bytes gets a 401 problem, and nothing is stored under its event id
+ * (so a forged event cannot claim the id ahead of the real one).
+ */
+export async function POST(request: Request): Promise<Response> {
+  const body = await request.clone().text();
+  const problem = verifyWebhook(
+    body,
+    request.headers.get(WEBHOOK_SIGNATURE_HEADER),
+    webhookSecret(),
+  );
+  if (problem) {
+    return Response.json(
+      {
+        type: 'about:blank',
+        title: 'Invalid webhook signature',
+        status: 401,
+        detail: `The ${WEBHOOK_SIGNATURE_HEADER} header is ${WHAT_IS_WRONG[problem]}: only the payment provider's signed deliveries are accepted.`,
+        reason: problem,
+      },
+      { status: 401, headers: { 'content-type': 'application/problem+json' } },
+    );
+  }
+  return receive(request);
+}
