@@ -424,6 +424,47 @@ for (const backend of backends) {
         expect((await relay.stats()).published).toBe(5);
       });
 
+      it('stopped while two rounds publish, settles both and claims no third', async () => {
+        const { db } = database();
+        await resetOutbox(db);
+        const ids = await events.enqueue(
+          db,
+          Array.from({ length: 5 }, (_, n) => ({
+            topic: 'test.numbered' as const,
+            payload: { n },
+          })),
+        );
+        const gate = deferred();
+        const publisher = recordingPublisher(async (message) => {
+          if (message.id === ids[0]) await gate.promise;
+        });
+        const relay = createRelay({ db, publisher, batchSize: 2, listen: false });
+        await relay.start();
+        let stopped = false;
+        let stopping: Promise<void> | undefined;
+        try {
+          // Round 1 (ids 0-1) hangs in its publish while round 2 (2-3) has published.
+          await waitFor(() => publisher.published.length === 3, { what: 'the second round' });
+          stopping = relay.stop().then(() => {
+            stopped = true;
+          });
+          await new Promise((resolve) => setImmediate(resolve));
+          expect(stopped).toBe(false);
+        } finally {
+          gate.resolve();
+          await (stopping ?? relay.stop());
+        }
+        expect(relay.running).toBe(false);
+        expect(publisher.published.map((message) => message.id).sort()).toEqual(
+          ids.slice(0, 4).sort(),
+        );
+        // Both rounds settled (their events deleted); the fifth was never claimed.
+        expect(await outboxRows(db)).toEqual([
+          expect.objectContaining({ id: ids[4], locked: false, attempts: 0 }),
+        ]);
+        expect((await relay.stats()).published).toBe(4);
+      });
+
       it('runs the embedded pipeline: enqueue in a transaction, relay in process, consume once', async () => {
         const { db } = database();
         await resetOutbox(db);
