@@ -465,6 +465,58 @@ for (const backend of backends) {
         expect((await relay.stats()).published).toBe(4);
       });
 
+      it('pauses for an outage that begins while a round publishes ahead, burns no attempt, and resumes', async () => {
+        const { db } = database();
+        await resetOutbox(db);
+        const ids = await events.enqueue(
+          db,
+          Array.from({ length: 5 }, (_, n) => ({
+            topic: 'test.numbered' as const,
+            payload: { n },
+          })),
+        );
+        let down = true;
+        let tries = 0;
+        const publisher = {
+          ...recordingPublisher(() => {
+            tries++;
+            if (down) throw Object.assign(new Error('connection refused'), { transient: true });
+          }),
+          isTransientError: (error: unknown) =>
+            (error as { transient?: boolean }).transient === true,
+        };
+        const reported: RelayEvent[] = [];
+        const relay = createRelay({
+          db,
+          publisher,
+          batchSize: 2,
+          listen: false,
+          pollIntervalMs: 10,
+          backoff: { baseDelayMs: 5, maxDelayMs: 20 },
+          maxAttempts: 2,
+          onEvent: (event) => reported.push(event),
+        });
+        await relay.start();
+        try {
+          await waitFor(
+            () => reported.filter((event) => event.type === 'publisher_unavailable').length >= 3,
+            { what: 'three outage pauses' },
+          );
+          // Full batches of 2 overlap, so a pause may follow two rounds' tries, never more.
+          const pauses = reported.filter((event) => event.type === 'publisher_unavailable');
+          expect(tries).toBeLessThanOrEqual(2 * 2 * (pauses.length + 1));
+          const rows = await outboxRows(db);
+          expect(rows).toHaveLength(5);
+          expect(rows.every((row) => row.attempts === 0 && !row.dead)).toBe(true);
+          down = false;
+          await waitFor(() => publisher.published.length === 5, { what: 'every event' });
+        } finally {
+          await relay.stop();
+        }
+        expect(publisher.published.map((message) => message.id).sort()).toEqual([...ids].sort());
+        expect(await outboxRows(db)).toEqual([]);
+      });
+
       it('runs the embedded pipeline: enqueue in a transaction, relay in process, consume once', async () => {
         const { db } = database();
         await resetOutbox(db);
