@@ -387,7 +387,12 @@ for (const backend of backends) {
         for (const seen of order.values()) expect(seen).toEqual([0, 1, 2]);
       });
 
-      it('claims the next batch while a full one publishes, at most one round ahead', async () => {
+      /**
+       * Five events and a started relay that claims them two at a time, whose publish of the
+       * first event hangs until `gate` opens: round 1 (ids 0-1) stays in flight while round 2
+       * (2-3) is claimed and published beside it.
+       */
+      const twoRoundsOfTwo = async () => {
         const { db } = database();
         await resetOutbox(db);
         const ids = await events.enqueue(
@@ -403,6 +408,11 @@ for (const backend of backends) {
         });
         const relay = createRelay({ db, publisher, batchSize: 2, listen: false });
         await relay.start();
+        return { db, ids, gate, publisher, relay };
+      };
+
+      it('claims the next batch while a full one publishes, at most one round ahead', async () => {
+        const { db, ids, gate, publisher, relay } = await twoRoundsOfTwo();
         try {
           // The first batch (ids 0-1) hangs in its publish; the second (2-3) goes out anyway.
           await waitFor(() => publisher.published.length === 3, { what: 'the second batch' });
@@ -425,21 +435,7 @@ for (const backend of backends) {
       });
 
       it('stopped while two rounds publish, settles both and claims no third', async () => {
-        const { db } = database();
-        await resetOutbox(db);
-        const ids = await events.enqueue(
-          db,
-          Array.from({ length: 5 }, (_, n) => ({
-            topic: 'test.numbered' as const,
-            payload: { n },
-          })),
-        );
-        const gate = deferred();
-        const publisher = recordingPublisher(async (message) => {
-          if (message.id === ids[0]) await gate.promise;
-        });
-        const relay = createRelay({ db, publisher, batchSize: 2, listen: false });
-        await relay.start();
+        const { db, ids, gate, publisher, relay } = await twoRoundsOfTwo();
         let stopped = false;
         let stopping: Promise<void> | undefined;
         try {
