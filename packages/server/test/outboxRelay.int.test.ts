@@ -387,12 +387,8 @@ for (const backend of backends) {
         for (const seen of order.values()) expect(seen).toEqual([0, 1, 2]);
       });
 
-      /**
-       * Five events and a started relay that claims them two at a time, whose publish of the
-       * first event hangs until `gate` opens: round 1 (ids 0-1) stays in flight while round 2
-       * (2-3) is claimed and published beside it.
-       */
-      const twoRoundsOfTwo = async () => {
+      /** An empty outbox with five numbered events in it. */
+      const fiveNumbered = async () => {
         const { db } = database();
         await resetOutbox(db);
         const ids = await events.enqueue(
@@ -402,6 +398,16 @@ for (const backend of backends) {
             payload: { n },
           })),
         );
+        return { db, ids };
+      };
+
+      /**
+       * Five events and a started relay that claims them two at a time, whose publish of the
+       * first event hangs until `gate` opens: round 1 (ids 0-1) stays in flight while round 2
+       * (2-3) is claimed and published beside it.
+       */
+      const twoRoundsOfTwo = async () => {
+        const { db, ids } = await fiveNumbered();
         const gate = deferred();
         const publisher = recordingPublisher(async (message) => {
           if (message.id === ids[0]) await gate.promise;
@@ -462,15 +468,7 @@ for (const backend of backends) {
       });
 
       it('pauses for an outage that begins while a round publishes ahead, burns no attempt, and resumes', async () => {
-        const { db } = database();
-        await resetOutbox(db);
-        const ids = await events.enqueue(
-          db,
-          Array.from({ length: 5 }, (_, n) => ({
-            topic: 'test.numbered' as const,
-            payload: { n },
-          })),
-        );
+        const { db, ids } = await fiveNumbered();
         let down = true;
         let tries = 0;
         const publisher = {
