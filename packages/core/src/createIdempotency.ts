@@ -364,15 +364,13 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     const token: LeaseToken = record;
     const lease = leases.start(token, claimedAt);
     const context = new AttemptContext(host, claim, lease, startedAt);
-    let settled: { error: unknown } | undefined;
 
     let value: T;
     try {
       value = await handler(context);
     } catch (error) {
       lease.stop();
-      settled = AttemptContext.settled(context);
-      if (settled) throw settled.error;
+      AttemptContext.throwIfSettled(context);
       if (isLeaseLostError(error)) {
         emit('lease_lost', record, startedAt, { error });
         throw error;
@@ -391,8 +389,7 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
       throw error;
     }
     lease.stop();
-    settled = AttemptContext.settled(context);
-    if (settled) throw settled.error;
+    AttemptContext.throwIfSettled(context);
     let json: JsonValue;
     try {
       json = serializer.serialize(value);
@@ -531,9 +528,12 @@ class AttemptContext implements HandlerContext {
     return this.#lease.signal;
   }
 
-  /** The error a recovery point settled the key with, if one did. */
-  static settled(context: AttemptContext): { error: unknown } | undefined {
-    return context.#settled;
+  /**
+   * Throws the error a recovery point settled the key with, if one did: the key's outcome
+   * is that error, whatever the handler did after catching it.
+   */
+  static throwIfSettled(context: AttemptContext): void {
+    if (context.#settled) throw context.#settled.error;
   }
 
   async #step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {

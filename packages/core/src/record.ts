@@ -151,11 +151,8 @@ export function decideClaim(
   };
 }
 
-/**
- * A record claimed afresh: no steps, first attempt. The claim table's first row (no record:
- * version 1), for a store that looks the key up itself before it needs the whole table.
- */
-export function freshRecord(input: ClaimInput, now: number, version: number): IdempotencyRecord {
+/** A record claimed afresh: no steps, first attempt. */
+function freshRecord(input: ClaimInput, now: number, version: number): IdempotencyRecord {
   return {
     scope: input.scope,
     key: input.key,

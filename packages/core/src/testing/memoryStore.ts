@@ -8,7 +8,6 @@ import type {
 } from '../IdempotencyStore.js';
 import {
   decideClaim,
-  freshRecord,
   type IdempotencyRecord,
   isExpired,
   type JsonValue,
@@ -70,20 +69,14 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async claim(request: ClaimRequest): Promise<ClaimResult> {
       let keys = scopes.get(request.scope);
       const kept = keys?.get(request.key);
-      const now = clock.now();
-      // The records handed back were built for this call alone: the store keeps its own copy.
-      if (kept === undefined) {
-        const record = freshRecord(request, now, 1);
-        if (keys === undefined) {
-          keys = new Map();
-          scopes.set(request.scope, keys);
-        }
-        keys.set(request.key, keep(record));
-        return { status: 'claimed', takeover: false, record };
-      }
-      const decision = decideClaim(recordOf(kept), request, now);
+      const decision = decideClaim(kept && recordOf(kept), request, clock.now());
       if (decision.status !== 'claimed') return decision;
-      keys!.set(request.key, keep(decision.next));
+      if (keys === undefined) {
+        keys = new Map();
+        scopes.set(request.scope, keys);
+      }
+      // `next` was built for this call alone: the store keeps its own copy, as text.
+      keys.set(request.key, keep(decision.next));
       return { status: 'claimed', takeover: decision.takeover, record: decision.next };
     },
 
