@@ -3,7 +3,7 @@ import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 
 /** Unacknowledged messages JetStream lets the bench's consumer hold. */
-export const MAX_ACK_PENDING = 10_000;
+const MAX_ACK_PENDING = 10_000;
 
 export interface BenchStream {
   name: string;

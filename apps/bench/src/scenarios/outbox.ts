@@ -27,15 +27,15 @@ const NATS_CONSUMER_CONCURRENCY = 4;
 const RELAY_BATCH = Number(process.env.BENCH_RELAY_BATCH ?? 1_000);
 /** The relay process's pool, and so the consumer transactions in flight per relay. */
 const RELAY_POOL = 10;
+/** Events through each pipeline before it is measured, numbered from WARM_UP_FIRST. */
+const WARM_UP = 5_000;
+const WARM_UP_FIRST = 1_000_000_000;
 /**
  * The pipelines' producers enqueue with `notify: false` (NOTIFY serialises notifying
  * commits: see the enqueue rows), so their relays poll: `RELAY_MIN_POLL_MS` after a round
  * that found events, backing off to `RELAY_POLL_MS` when idle. `BENCH_OUTBOX_NOTIFY=1`
  * runs them with NOTIFY and LISTEN instead.
  */
-/** Events through each pipeline before it is measured, numbered from WARM_UP_FIRST. */
-const WARM_UP = 5_000;
-const WARM_UP_FIRST = 1_000_000_000;
 const PIPELINE_NOTIFY = process.env.BENCH_OUTBOX_NOTIFY === '1';
 const RELAY_POLL_MS = Number(process.env.BENCH_RELAY_POLL_MS ?? 50);
 const RELAY_MIN_POLL_MS = Number(process.env.BENCH_RELAY_MIN_POLL_MS ?? 10);

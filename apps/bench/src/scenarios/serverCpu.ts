@@ -24,12 +24,13 @@ export async function serverCpu(context: RunContext): Promise<void> {
       runs[mode].push(await profileServer({ databaseUrl: context.databaseUrl, mode, seconds }));
     }
   }
-  const us = (mode: 'plain' | 'lease') =>
-    median(runs[mode].map((profile) => profile.cpuPerRequestUs));
+  type Measure = 'cpuPerRequestUs' | 'busyPerRequestUs' | 'requestsPerSecond';
+  const typical = (mode: 'plain' | 'lease', measure: Measure) =>
+    median(runs[mode].map((profile) => profile[measure]));
+  const us = (mode: 'plain' | 'lease') => typical(mode, 'cpuPerRequestUs');
   const busy = (mode: 'plain' | 'lease') =>
-    `busy ${median(runs[mode].map((profile) => profile.busyPerRequestUs)).toFixed(0)} µs`;
-  const rate = (mode: 'plain' | 'lease') =>
-    formatRate(median(runs[mode].map((profile) => profile.requestsPerSecond)), 'req/s');
+    `busy ${typical(mode, 'busyPerRequestUs').toFixed(0)} µs`;
+  const rate = (mode: 'plain' | 'lease') => formatRate(typical(mode, 'requestsPerSecond'), 'req/s');
   const scenario = 'server CPU per request (16 conn, profiled)';
   context.report({
     scenario,
