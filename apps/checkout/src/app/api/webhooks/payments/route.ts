@@ -1,4 +1,4 @@
-import { idempotentHandler } from '@idem/server/fetch';
+import { idempotentHandler, PROBLEM_CONTENT_TYPE, type ProblemDocument } from '@idem/server/fetch';
 import { paymentConfirmations } from '@/server/db/schema';
 import {
   eventIdOf,
@@ -72,16 +72,17 @@ export async function POST(request: Request): Promise<Response> {
     webhookSecret(),
   );
   if (problem) {
-    return Response.json(
-      {
-        type: 'about:blank',
-        title: 'Invalid webhook signature',
-        status: 401,
-        detail: `The ${WEBHOOK_SIGNATURE_HEADER} header is ${WHAT_IS_WRONG[problem]}: only the payment provider's signed deliveries are accepted.`,
-        reason: problem,
-      },
-      { status: 401, headers: { 'content-type': 'application/problem+json' } },
-    );
+    const refusal: ProblemDocument & { reason: SignatureProblem } = {
+      type: 'about:blank',
+      title: 'Invalid webhook signature',
+      status: 401,
+      detail: `The ${WEBHOOK_SIGNATURE_HEADER} header is ${WHAT_IS_WRONG[problem]}: only the payment provider's signed deliveries are accepted.`,
+      reason: problem,
+    };
+    return Response.json(refusal, {
+      status: refusal.status,
+      headers: { 'content-type': PROBLEM_CONTENT_TYPE },
+    });
   }
   return receive(request);
 }
