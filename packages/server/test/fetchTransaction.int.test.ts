@@ -197,7 +197,11 @@ for (const backend of backends) {
       const statements: string[] = [];
       const logger: Logger = {
         logQuery: (query) => {
-          const text = query.replace(/\s+/g, ' ').trim();
+          // A statement transaction mode runs inside its own `WITH` is the statement it wraps.
+          const text = query
+            .replace(/\s+/g, ' ')
+            .trim()
+            .replace(/^with "idem_tx_\w+" as \(/, '');
           statements.push(
             /^select .* from "idem_keys"/.test(text)
               ? 'read record'

@@ -12,7 +12,11 @@ import { backends, useDatabase } from './harness.js';
 
 /** A short name for each statement idem (or the test procedure) sends. */
 function label(query: string): string {
-  const text = query.replace(/\s+/g, ' ').trim();
+  // A statement transaction mode runs inside its own `WITH` is the statement it wraps.
+  const text = query
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/^with "idem_tx_\w+" as \(/, '');
   const rules: [RegExp, string][] = [
     [/^with previous as materialized/, 'bound lock wait'],
     [

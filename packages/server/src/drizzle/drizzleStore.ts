@@ -11,9 +11,11 @@ import {
   type SweepOptions,
 } from '@idem/core/store';
 import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
+import type { SelectedFieldsFlat } from 'drizzle-orm/pg-core';
 import { deleteSkipLocked } from './deleteSkipLocked.js';
 import { keyLockArgs } from './keyLock.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import { renderedStatement } from './renderedStatement.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
 
@@ -123,16 +125,94 @@ export function drizzleStore(
 }
 
 /**
- * The store transaction mode claims through, on the procedure's transaction `tx`: new keys
+ * The stores transaction mode claims through, one per transaction (`storeIn(tx)`): new keys
  * expected (it has just read the key), the wait for a concurrent holder bounded by
  * `lockWaitMs`, and every claim first takes the key's transaction-scoped advisory lock
  * (`keyLockArgs`), in the claim statement itself. Duplicates queue on that lock, which the
  * holder can keep across a rollback (a session-level lock on the same key) while it
  * stores a deterministic error: the key's row alone would free them at the rollback.
+ *
+ * The two statements of the success path, the new key's `INSERT` and the completion, are
+ * rendered once here, on `db`, and run on each transaction with its values
+ * (`renderedStatement`): a store built on the transaction would build them anew for every
+ * request. Everything else (a key that exists after all: a takeover, a duplicate that
+ * waited) goes to a full store built on the transaction when first needed.
  */
-export function transactionStore(tx: PgDatabaseLike, lockWaitMs: number): IdempotencyStore {
-  return createDrizzleStore(tx, { lockWaitMs, expectNewKeys: true }, true);
+export function transactionStores(
+  db: PgDatabaseLike,
+  lockWaitMs: number,
+): (tx: PgDatabaseLike) => IdempotencyStore {
+  const lockWait = lockWaitOf(lockWaitMs);
+  const { unprepared } = prepareStatements(db, undefined, true, true);
+  // The new key's times come back as epoch milliseconds: the rows are read through the
+  // selection below, not the table's columns.
+  const insertNew = once(() =>
+    renderedStatement(
+      'idem_tx_insert_new',
+      unprepared.insertNew({
+        createdAtMs: sqlEpochMs(sql`${keys.createdAt}`).as('created_at_ms'),
+        lockedUntilMs: sqlEpochMs(sql`${keys.lockedUntil}`).as('locked_until_ms'),
+        expiresAtMs: sqlEpochMs(sql`${keys.expiresAt}`).as('expires_at_ms'),
+      }),
+      {
+        createdAtMs: sql<number>`created_at_ms`.mapWith(Number).as('created_at_ms'),
+        lockedUntilMs: sql<number>`locked_until_ms`.mapWith(Number).as('locked_until_ms'),
+        expiresAtMs: sql<number>`expires_at_ms`.mapWith(Number).as('expires_at_ms'),
+      },
+    ),
+  );
+  const complete = once(() =>
+    renderedStatement('idem_tx_complete', unprepared.complete(), {
+      version: sql<number>`version`.as('version'),
+    }),
+  );
+
+  return (tx) => {
+    let full: IdempotencyStore | undefined;
+    // The new key's INSERT found the key: the full claim, without that INSERT again.
+    const fullStore = () => {
+      full ??= createDrizzleStore(tx, { lockWaitMs }, true);
+      return full;
+    };
+    return {
+      async claim(request: ClaimRequest): Promise<ClaimResult> {
+        const [row] = await insertNew().execute(tx, { ...claimValues(request), lockWait });
+        if (!row) return fullStore().claim(request);
+        const record: IdempotencyRecord = {
+          scope: request.scope,
+          key: request.key,
+          fingerprint: request.fingerprint,
+          status: 'in_progress',
+          version: 1,
+          lockedUntil: row.lockedUntilMs,
+          attempts: 1,
+          outcome: null,
+          steps: {},
+          createdAt: row.createdAtMs,
+          completedAt: null,
+          expiresAt: row.expiresAtMs,
+        };
+        return { status: 'claimed', takeover: false, record };
+      },
+      async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
+        const updated = await complete().execute(tx, {
+          ...incarnation(token),
+          outcome: JSON.stringify(outcome),
+          ttlMs,
+        });
+        if (updated.length === 0) throw new LeaseLostError(token.scope, token.key, token.version);
+      },
+      release: (token) => fullStore().release(token),
+      heartbeat: (token, leaseMs) => fullStore().heartbeat(token, leaseMs),
+      saveStep: (token, name, value) => fullStore().saveStep(token, name, value),
+      get: (scope, key) => fullStore().get(scope, key),
+      sweep: (options) => fullStore().sweep(options),
+    };
+  };
 }
+
+/** `lock_timeout` for a wait of `lockWaitMs`, as the claim statements bind it. */
+const lockWaitOf = (lockWaitMs: number) => `${Math.max(1, Math.ceil(lockWaitMs))}ms`;
 
 function createDrizzleStore(
   db: PgDatabaseLike,
@@ -147,10 +227,7 @@ function createDrizzleStore(
   );
   const { clock } = options;
   /** The values every statement binds: the injected clock's "now", when there is one. */
-  const lockWait =
-    options.lockWaitMs === undefined
-      ? undefined
-      : `${Math.max(1, Math.ceil(options.lockWaitMs))}ms`;
+  const lockWait = options.lockWaitMs === undefined ? undefined : lockWaitOf(options.lockWaitMs);
   const bind = <T extends object>(values: T): T & { now?: string } =>
     clock ? { ...values, now: new Date(clock.now()).toISOString() } : values;
 
@@ -294,14 +371,14 @@ function prepareStatements(
   // With a bound, RETURNING puts `lock_timeout` back: it runs after the insert (and its wait).
   const restored = boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`;
 
-  const insertNew = once(() =>
+  // The new key alone, with the given fields returned (and `lock_timeout` put back).
+  const insertNewKey = <TFields extends SelectedFieldsFlat>(fields: TFields) =>
     db
       .insert(keys)
       .values(newKey)
       .onConflictDoNothing({ target: [keys.scope, keys.key] })
-      .returning({ ...COLUMNS, restored })
-      .prepare(name('insert_new')),
-  );
+      .returning({ ...fields, restored });
+  const insertNew = once(() => insertNewKey(COLUMNS).prepare(name('insert_new')));
 
   const claim = once(() => {
     // Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing, so a replay, a
@@ -389,25 +466,30 @@ function prepareStatements(
       .prepare(name('take_over'));
   });
 
+  const fencedUpdateOf = (set: Parameters<ReturnType<typeof db.update<typeof keys>>['set']>[0]) =>
+    db
+      .update(keys)
+      .set(set)
+      .where(
+        and(
+          byId,
+          eq(keys.version, param.version),
+          eq(keys.createdAt, param.createdAt),
+          eq(keys.status, 'in_progress'),
+        ),
+      )
+      .returning({ version: keys.version });
   const fencedUpdate = (
     statement: string,
     set: Parameters<ReturnType<typeof db.update<typeof keys>>['set']>[0],
-  ) =>
-    once(() =>
-      db
-        .update(keys)
-        .set(set)
-        .where(
-          and(
-            byId,
-            eq(keys.version, param.version),
-            eq(keys.createdAt, param.createdAt),
-            eq(keys.status, 'in_progress'),
-          ),
-        )
-        .returning({ version: keys.version })
-        .prepare(name(statement)),
-    );
+  ) => once(() => fencedUpdateOf(set).prepare(name(statement)));
+  const completion = {
+    status: 'completed',
+    outcome: sql`${param.outcome}::json`,
+    completedAt: now,
+    lockedUntil: null,
+    expiresAt: sqlLater(now, param.ttlMs),
+  } as const;
 
   const read = once(() =>
     db
@@ -431,13 +513,7 @@ function prepareStatements(
     insertNew,
     claim,
     takeOver,
-    complete: fencedUpdate('complete', {
-      status: 'completed',
-      outcome: sql`${param.outcome}::json`,
-      completedAt: now,
-      lockedUntil: null,
-      expiresAt: sqlLater(now, param.ttlMs),
-    }),
+    complete: fencedUpdate('complete', completion),
     release: fencedUpdate('release', { lockedUntil: now }),
     heartbeat: fencedUpdate('heartbeat', { lockedUntil: sqlLater(now, param.leaseMs) }),
     saveStep: fencedUpdate('save_step', {
@@ -445,6 +521,8 @@ function prepareStatements(
     }),
     read,
     sweep,
+    /** Statements as built, unprepared, for `renderedStatement`. */
+    unprepared: { insertNew: insertNewKey, complete: () => fencedUpdateOf(completion) },
   };
 }
 

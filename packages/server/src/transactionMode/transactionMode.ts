@@ -19,7 +19,7 @@ import {
   type UnclaimedClaim,
 } from '@idem/core/store';
 import { type SQL, sql } from 'drizzle-orm';
-import { drizzleStore, transactionStore } from '../drizzle/drizzleStore.js';
+import { drizzleStore, transactionStores } from '../drizzle/drizzleStore.js';
 import { keyLockArgs } from '../drizzle/keyLock.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { idempotencyKeys as keys } from '../drizzle/schema.js';
@@ -131,6 +131,8 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
   const { serializer, errorPolicy, leaseMs, ttlMs, clock } = settings;
   // Autocommit reads, prepared once on `db`.
   const reader = drizzleStore(db);
+  // The claim and completion, rendered once and run in each call's transaction.
+  const storeIn = transactionStores(db, lockWaitMs);
 
   return async function runInTransaction(
     call: TransactionCall<TResult>,
@@ -186,7 +188,7 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
         admitted = true;
         clock.clearTimeout(admissionTimer);
         if (abandoned) throw new Abandoned();
-        const store = transactionStore(tx, lockWaitMs);
+        const store = storeIn(tx);
         let claim: ClaimResult;
         try {
           claim = await store.claim({ scope, key, fingerprint, leaseMs, ttlMs });
