@@ -11,7 +11,7 @@ import {
 import { manualClock } from '@idem/core/testing';
 import { and, eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { drizzleStore } from '../src/drizzle/drizzleStore.js';
+import { drizzleStore, transactionStores } from '../src/drizzle/drizzleStore.js';
 import { idempotencyKeys } from '../src/drizzle/schema.js';
 import { backends, connect, rows, useDatabase } from './harness.js';
 
@@ -303,6 +303,75 @@ for (const backend of backends) {
         expect(await lockTimeout()).toBe(before);
       });
     });
+
+    it('transactionStores: the statements rendered once claim and complete in each transaction, as the row says', async () => {
+      await database().truncate();
+      const { db } = database();
+      const storeIn = transactionStores(db, 1_000);
+      for (const key of ['tx-1', 'tx-2']) {
+        const claimed = await db.transaction(async (tx) => {
+          const store = storeIn(tx);
+          const claim = await store.claim(request({ key, leaseMs: 60_000 }));
+          const token = tokenOf(claim);
+          await store.complete(token, { kind: 'success', value: { key } }, TTL_MS);
+          return claim;
+        });
+        // The new key's record is the row as stored, not a guess: its times to the millisecond.
+        const stored = await drizzleStore(db).get(request().scope, key);
+        expect(stored).toMatchObject({
+          status: 'completed',
+          version: 1,
+          attempts: 1,
+          createdAt: claimed.record.createdAt,
+          outcome: { kind: 'success', value: { key } },
+        });
+        expect(claimed.record).toMatchObject({ version: 1, attempts: 1, steps: {}, outcome: null });
+        expect(claimed.record.lockedUntil).toBe(claimed.record.createdAt + 60_000);
+        expect(claimed.record.expiresAt).toBe(claimed.record.createdAt + TTL_MS);
+      }
+      // A key that exists goes through the full claim on the same transaction: a replay.
+      const again = await db.transaction(async (tx) => storeIn(tx).claim(request({ key: 'tx-1' })));
+      expect(again).toMatchObject({ status: 'replay', record: { version: 1 } });
+      // A completion fenced by a stale token changes nothing and says so.
+      const stale = { ...leaseTokenOf(again.record), version: 7 };
+      await db.transaction(async (tx) => {
+        const lost = await rejection(
+          storeIn(tx).complete(stale, { kind: 'success', value: 0 }, TTL_MS),
+        );
+        expect(isLeaseLostError(lost)).toBe(true);
+      });
+    });
+
+    if (backend === 'Postgres') {
+      it('transactionStores: each rendered statement is prepared once per connection, not parsed per call', async () => {
+        await database().truncate();
+        const db = connect(database().url!, 1);
+        try {
+          const storeIn = transactionStores(db, 1_000);
+          for (const key of ['p-1', 'p-2', 'p-3']) {
+            await db.transaction(async (tx) => {
+              const store = storeIn(tx);
+              await store.complete(
+                tokenOf(await store.claim(request({ key }))),
+                { kind: 'success', value: 1 },
+                TTL_MS,
+              );
+            });
+          }
+          // One connection: the session that ran all three transactions.
+          const prepared = await rows<{ statement: string }>(
+            db,
+            sql`select statement from pg_prepared_statements where statement like 'with "idem_tx_%'`,
+          );
+          expect(prepared.map((row) => /^with "(\w+)"/.exec(row.statement)?.[1]).sort()).toEqual([
+            'idem_tx_complete',
+            'idem_tx_insert_new',
+          ]);
+        } finally {
+          await db.$client.end({ timeout: 5 });
+        }
+      });
+    }
 
     describe('on the database clock', () => {
       const storeOnDatabaseClock = async () => {
