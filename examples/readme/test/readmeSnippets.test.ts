@@ -16,6 +16,7 @@ const root = fileURLToPath(new URL('../../../', import.meta.url));
 const SNIPPET_TIMEOUT_MS = 300_000;
 const tsx = `${packageDir}node_modules/.bin/tsx`;
 const vitest = `${root}node_modules/.bin/vitest`;
+const tsc = `${root}node_modules/.bin/tsc`;
 /** The root README and each package's, relative to the repository root. */
 const readmes = [
   'README.md',
@@ -24,15 +25,15 @@ const readmes = [
     .filter((path) => existsSync(`${root}${path}`)),
 ];
 
-/** Every ```ts block of the README, named after the heading above it. */
-function snippets(markdown: string) {
+/** Every ```<language> block of the README (`ts` by default), named after the heading above it. */
+function snippets(markdown: string, language = 'ts') {
   const found: { heading: string; code: string; line: number }[] = [];
   let heading = '(top)';
   const lines = markdown.split('\n');
   for (let index = 0; index < lines.length; index++) {
     const line = lines[index]!;
     if (line.startsWith('#')) heading = line.replace(/^#+\s*/, '');
-    if (line.trim() === '```ts') {
+    if (line.trim() === `\`\`\`${language}`) {
       const start = index + 1;
       let end = start;
       while (end < lines.length && lines[end]!.trim() !== '```') end++;
@@ -76,4 +77,80 @@ describe('README snippets run as written', () => {
       SNIPPET_TIMEOUT_MS + 10_000,
     );
   }
+});
+
+/**
+ * The React snippets (```tsx) are components, which need a page and a server to run; they
+ * are compiled as a Next.js app compiles them (bundler resolution, the automatic JSX
+ * runtime) against the `./trpc` module every one of them imports: the app's
+ * `createTRPCContext<AppRouter>()` for a router with `order.place`. What the hook does at
+ * run time is tested in `@idem/client` (`src/react/useIdempotencyKey.test.ts`).
+ */
+const TRPC_MODULE = `import { initTRPC } from '@trpc/server';
+import { createTRPCContext } from '@trpc/tanstack-react-query';
+import { z } from 'zod';
+
+const t = initTRPC.create();
+const appRouter = t.router({
+  order: t.router({
+    place: t.procedure
+      .input(z.object({ sku: z.string() }))
+      .mutation(({ input }) => ({ orderId: 1, sku: input.sku })),
+  }),
+});
+export type AppRouter = typeof appRouter;
+export const { TRPCProvider, useTRPC } = createTRPCContext<AppRouter>();
+`;
+
+const reactBlocks = readmes.flatMap((readme) =>
+  snippets(readFileSync(`${root}${readme}`, 'utf8'), 'tsx').map((block) => ({
+    ...block,
+    readme,
+  })),
+);
+
+describe('README React snippets compile as written', () => {
+  it('has React snippets to compile', () => {
+    expect(reactBlocks.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it(
+    'type-checks every ```tsx block against an app router',
+    async () => {
+      const dir = `${workDir}/react`;
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(`${dir}/trpc.ts`, TRPC_MODULE);
+      const names = reactBlocks.map((block, index) => {
+        const name = `snippet-${String(index).padStart(2, '0')}.tsx`;
+        writeFileSync(
+          `${dir}/${name}`,
+          `// ${block.readme}: ${block.heading} (line ${block.line})\n${block.code}`,
+        );
+        return name;
+      });
+      writeFileSync(
+        `${dir}/tsconfig.json`,
+        JSON.stringify({
+          extends: '../../../../tsconfig.base.json',
+          compilerOptions: {
+            module: 'ESNext',
+            moduleResolution: 'Bundler',
+            jsx: 'react-jsx',
+            noEmit: true,
+            declaration: false,
+            declarationMap: false,
+            sourceMap: false,
+            types: [],
+          },
+          files: ['trpc.ts', ...names],
+        }),
+      );
+      const output = await run(tsc, ['-p', `${dir}/tsconfig.json`], { cwd: packageDir }).then(
+        ({ stdout }) => stdout,
+        (error: { stdout?: string; message: string }) => error.stdout || error.message,
+      );
+      expect(output).toBe('');
+    },
+    SNIPPET_TIMEOUT_MS,
+  );
 });
