@@ -144,21 +144,16 @@ export function transactionStores(
 ): (tx: PgDatabaseLike) => IdempotencyStore {
   const lockWait = lockWaitOf(lockWaitMs);
   const { unprepared } = prepareStatements(db, undefined, true, true);
-  // The new key's times come back as epoch milliseconds: the rows are read through the
-  // selection below, not the table's columns.
+  // The new key's creation time, the statement's "now", comes back as epoch milliseconds
+  // (read through the selection below, not the table's columns); the rest of its record is
+  // what core's `decideClaim` makes of a key that does not exist, claimed at that instant.
   const insertNew = once(() =>
     renderedStatement(
       'idem_tx_insert_new',
       unprepared.insertNew({
         createdAtMs: sqlEpochMs(sql`${keys.createdAt}`).as('created_at_ms'),
-        lockedUntilMs: sqlEpochMs(sql`${keys.lockedUntil}`).as('locked_until_ms'),
-        expiresAtMs: sqlEpochMs(sql`${keys.expiresAt}`).as('expires_at_ms'),
       }),
-      {
-        createdAtMs: sql<number>`created_at_ms`.mapWith(Number).as('created_at_ms'),
-        lockedUntilMs: sql<number>`locked_until_ms`.mapWith(Number).as('locked_until_ms'),
-        expiresAtMs: sql<number>`expires_at_ms`.mapWith(Number).as('expires_at_ms'),
-      },
+      { createdAtMs: sql<number>`created_at_ms`.mapWith(Number).as('created_at_ms') },
     ),
   );
   const complete = once(() =>
@@ -178,21 +173,10 @@ export function transactionStores(
       async claim(request: ClaimRequest): Promise<ClaimResult> {
         const [row] = await insertNew().execute(tx, { ...claimValues(request), lockWait });
         if (!row) return fullStore().claim(request);
-        const record: IdempotencyRecord = {
-          scope: request.scope,
-          key: request.key,
-          fingerprint: request.fingerprint,
-          status: 'in_progress',
-          version: 1,
-          lockedUntil: row.lockedUntilMs,
-          attempts: 1,
-          outcome: null,
-          steps: {},
-          createdAt: row.createdAtMs,
-          completedAt: null,
-          expiresAt: row.expiresAtMs,
-        };
-        return { status: 'claimed', takeover: false, record };
+        const claimed = decideClaim(null, request, row.createdAtMs);
+        if (claimed.status !== 'claimed')
+          throw new Error('decideClaim refused a key that does not exist');
+        return { status: 'claimed', takeover: false, record: claimed.next };
       },
       async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
         const updated = await complete().execute(tx, {
@@ -200,7 +184,7 @@ export function transactionStores(
           outcome: JSON.stringify(outcome),
           ttlMs,
         });
-        if (updated.length === 0) throw new LeaseLostError(token.scope, token.key, token.version);
+        throwIfFencedOut(updated, token);
       },
       release: (token) => fullStore().release(token),
       heartbeat: (token, leaseMs) => fullStore().heartbeat(token, leaseMs),
@@ -209,6 +193,11 @@ export function transactionStores(
       sweep: (options) => fullStore().sweep(options),
     };
   };
+}
+
+/** A fenced statement that changed no row: `token` no longer holds the key. */
+function throwIfFencedOut(updated: readonly unknown[], token: LeaseToken): void {
+  if (updated.length === 0) throw new LeaseLostError(token.scope, token.key, token.version);
 }
 
 /** `lock_timeout` for a wait of `lockWaitMs`, as the claim statements bind it. */
@@ -250,8 +239,7 @@ function createDrizzleStore(
     token: LeaseToken,
     values: Record<string, unknown> = {},
   ) => {
-    const updated = await statement.execute(bind({ ...values, ...incarnation(token) }));
-    if (updated.length === 0) throw new LeaseLostError(token.scope, token.key, token.version);
+    throwIfFencedOut(await statement.execute(bind({ ...values, ...incarnation(token) })), token);
   };
 
   return {
