@@ -23,6 +23,15 @@ function apiClient() {
   });
 }
 
+/** A fresh `payment.succeeded` event (new event and charge ids) for one checkout. */
+function paymentSucceeded(checkoutKey: string, amountCents: number) {
+  return {
+    id: `evt_${randomUUID()}`,
+    type: 'payment.succeeded',
+    data: { chargeId: `ch_${randomUUID()}`, checkoutKey, amountCents },
+  };
+}
+
 /**
  * POSTs a webhook body to the shop's receiver, signed as the provider signs it (or with
  * the signature header given, or none).
@@ -43,11 +52,7 @@ describe('the payment webhook receiver, over HTTP against the running app', () =
   it('answers a redelivered event from the store: one confirmation, the same answer byte for byte', async () => {
     const api = apiClient();
     const checkoutKey = `co_${randomUUID()}`;
-    const event = {
-      id: `evt_${randomUUID()}`,
-      type: 'payment.succeeded',
-      data: { chargeId: `ch_${randomUUID()}`, checkoutKey, amountCents: 3050 },
-    };
+    const event = paymentSucceeded(checkoutKey, 3050);
     const first = await deliver(JSON.stringify(event));
     expect(first.status).toBe(200);
     expect(first.headers.get('idempotent-replayed')).toBeNull();
@@ -85,11 +90,7 @@ describe('the payment webhook receiver, over HTTP against the running app', () =
   it('refuses unsigned, forged and stale deliveries with a 401 problem, and stores nothing under their event id', async () => {
     const api = apiClient();
     const checkoutKey = `co_${randomUUID()}`;
-    const event = {
-      id: `evt_${randomUUID()}`,
-      type: 'payment.succeeded',
-      data: { chargeId: `ch_${randomUUID()}`, checkoutKey, amountCents: 100 },
-    };
+    const event = paymentSucceeded(checkoutKey, 100);
     const body = JSON.stringify(event);
     const nowSeconds = Math.floor(Date.now() / 1000);
     const attempts = [

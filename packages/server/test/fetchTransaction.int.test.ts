@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { idempotentHandler } from '../src/fetch/index.js';
 import { deferred } from './fixtures/deferred.js';
-import { backends, rows, untilLockWaiters, useDatabase } from './harness.js';
+import { backends, rows, statementText, untilLockWaiters, useDatabase } from './harness.js';
 
 const CONCURRENCY = 50;
 
@@ -197,11 +197,7 @@ for (const backend of backends) {
       const statements: string[] = [];
       const logger: Logger = {
         logQuery: (query) => {
-          // A statement transaction mode runs inside its own `WITH` is the statement it wraps.
-          const text = query
-            .replace(/\s+/g, ' ')
-            .trim()
-            .replace(/^with "idem_tx_\w+" as \(/, '');
+          const text = statementText(query);
           statements.push(
             /^select .* from "idem_keys"/.test(text)
               ? 'read record'

@@ -29,6 +29,18 @@ export interface TestDatabase {
  */
 export const rows = executeRows;
 
+/**
+ * A logged statement's text on one line, for tests that name statements by their start. A
+ * statement transaction mode runs inside its own `WITH "idem_tx_…"` reads as the statement
+ * it wraps.
+ */
+export function statementText(query: string): string {
+  return query
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/^with "idem_tx_\w+" as \(/, '');
+}
+
 /** postgres-js logs NOTICEs by default; tests want quiet output. */
 const quiet = { onnotice: () => {} };
 

@@ -452,13 +452,8 @@ describe('NATS JetStream on Postgres', () => {
     const inbox = idempotentConsumer({ db, name: 'billing' });
     // JetStream's default max_ack_pending is 1,000.
     const byDefault = await nats().js.consumers.get(stream.name, await stream.addConsumer());
-    const error = await consumeJetStream({
-      consumer: byDefault,
-      inbox,
-      batchHandler: async () => {},
-      maxBatch: 500,
-      concurrency: 4,
-    }).then(
+    const batches = { inbox, batchHandler: async () => {}, maxBatch: 500, concurrency: 4 };
+    const error = await consumeJetStream({ consumer: byDefault, ...batches }).then(
       (consumption) => consumption.stop().then(() => undefined),
       (caught: unknown) => caught,
     );
@@ -471,13 +466,7 @@ describe('NATS JetStream on Postgres', () => {
       stream.name,
       await stream.addConsumer({ max_ack_pending: 2_000 }),
     );
-    const consumption = await consumeJetStream({
-      consumer: roomy,
-      inbox,
-      batchHandler: async () => {},
-      maxBatch: 500,
-      concurrency: 4,
-    });
+    const consumption = await consumeJetStream({ consumer: roomy, ...batches });
     await consumption.stop();
   });
 

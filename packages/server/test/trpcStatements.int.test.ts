@@ -8,15 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { idempotencyContext } from '../src/trpc/index.js';
 import { createTestApp, type TestApp } from './fixtures/testApp.js';
-import { backends, useDatabase } from './harness.js';
+import { backends, statementText, useDatabase } from './harness.js';
 
 /** A short name for each statement idem (or the test procedure) sends. */
 function label(query: string): string {
-  // A statement transaction mode runs inside its own `WITH` is the statement it wraps.
-  const text = query
-    .replace(/\s+/g, ' ')
-    .trim()
-    .replace(/^with "idem_tx_\w+" as \(/, '');
+  const text = statementText(query);
   const rules: [RegExp, string][] = [
     [/^with previous as materialized/, 'bound lock wait'],
     [
