@@ -1,4 +1,3 @@
-import type { PGlite } from '@electric-sql/pglite';
 import { createIdempotency, isLeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
@@ -10,16 +9,11 @@ import {
   type RecordStatus,
 } from '@idem/core/store';
 import { manualClock } from '@idem/core/testing';
-import { and, eq, type Logger, sql } from 'drizzle-orm';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
-import type postgres from 'postgres';
+import { and, eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { batchStatements } from '../src/drizzle/batchStatements.js';
 import { drizzleStore, transactionStores } from '../src/drizzle/drizzleStore.js';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { idempotencyKeys } from '../src/drizzle/schema.js';
-import { backends, connect, rows, statementText, useDatabase } from './harness.js';
+import { backends, connect, rows, useDatabase } from './harness.js';
 
 const LEASE_MS = 1_000;
 const TTL_MS = 60_000;
@@ -391,121 +385,6 @@ for (const backend of backends) {
         );
         return Number(row?.now);
       };
-
-      describe('claims and completions gathered into one statement under load', () => {
-        it('claims many keys in one statement as one-key claims would: new, repeated, completed, busy, mismatched', async () => {
-          const store = await storeOnDatabaseClock();
-          const done = tokenOf(await store.claim(request({ key: 'done' })));
-          await store.complete(done, { kind: 'success', value: 1 }, TTL_MS);
-          tokenOf(await store.claim(request({ key: 'busy' })));
-          // Keys and scopes that an array literal must quote and escape.
-          const hostile = request({ scope: 'tenant:"ö, {x}"\\/✓', key: 'NULL' });
-          const requests = [
-            request({ key: 'new' }),
-            request({ key: 'done' }),
-            request({ key: 'busy' }),
-            request({ key: 'new' }),
-            request({ key: 'new', fingerprint: 'fp-b' }),
-            request({ key: 'a "quoted", {braced} \\ key' }),
-            hostile,
-          ];
-          const found = await batchStatements(database().db).insertOrRead(requests);
-          expect(found.map((entry) => entry?.inserted)).toEqual([
-            true,
-            false,
-            false,
-            false,
-            false,
-            true,
-            true,
-          ]);
-          const decisions = found.map((entry, index) =>
-            entry!.inserted
-              ? 'claimed'
-              : decideClaim(entry!.record, requests[index]!, entry!.nowMs).status,
-          );
-          expect(decisions).toEqual([
-            'claimed',
-            'replay',
-            'in_progress',
-            'in_progress',
-            'mismatch',
-            'claimed',
-            'claimed',
-          ]);
-          // Each record is the row as stored, to the millisecond.
-          for (const [index, entry] of found.entries()) {
-            const { scope, key } = requests[index]!;
-            expect(entry!.record).toEqual(await store.get(scope, key));
-          }
-          const fresh = found[0]!;
-          expect(fresh.record.createdAt).toBe(fresh.nowMs);
-          expect(fresh.record.lockedUntil).toBe(fresh.nowMs + LEASE_MS);
-          expect(fresh.record.expiresAt).toBe(fresh.nowMs + TTL_MS);
-          expect(await store.get(hostile.scope, hostile.key)).toMatchObject({ key: 'NULL' });
-        });
-
-        it('completes many keys in one statement, each fenced by its own token', async () => {
-          const store = await storeOnDatabaseClock();
-          const first = tokenOf(await store.claim(request({ key: 'c1' })));
-          const second = tokenOf(await store.claim(request({ key: 'c2' })));
-          const stale = { ...tokenOf(await store.claim(request({ key: 'c3' }))), version: 7 };
-          // Key order, quotes and backslashes survive: the outcome is stored as sent.
-          const outcome = JSON.stringify({ kind: 'success', value: { b: 'say "hi" \\o/', a: 1 } });
-          const completed = await batchStatements(database().db).complete([
-            { token: first, outcome, ttlMs: TTL_MS },
-            { token: stale, outcome, ttlMs: TTL_MS },
-            { token: second, outcome: '{"kind":"success","value":null}', ttlMs: TTL_MS },
-          ]);
-          expect(completed).toEqual([true, false, true]);
-          const stored = await store.get(first.scope, 'c1');
-          expect(JSON.stringify(stored?.outcome)).toBe(outcome);
-          expect(stored).toMatchObject({ status: 'completed', lockedUntil: null });
-          expect(stored!.expiresAt).toBe(stored!.completedAt! + TTL_MS);
-          expect((await store.get(first.scope, 'c2'))?.outcome).toEqual({
-            kind: 'success',
-            value: null,
-          });
-          expect(await store.get(first.scope, 'c3')).toMatchObject({ status: 'in_progress' });
-        });
-
-        it('sends the calls that wait behind the statement in flight as one: 30 claims, then 30 completions, in two statements each', async () => {
-          await database().truncate();
-          const { db } = database();
-          const statements: string[] = [];
-          const logger: Logger = {
-            logQuery: (query) => {
-              const text = statementText(query);
-              statements.push(
-                text.startsWith('with u as') ? 'claims' : text.split(' ').slice(0, 3).join(' '),
-              );
-            },
-          };
-          const client = (db as PgDatabaseLike & { $client: unknown }).$client;
-          const logged: PgDatabaseLike =
-            backend === 'Postgres'
-              ? drizzlePostgres(client as postgres.Sql, { logger })
-              : drizzlePglite(client as PGlite, { logger });
-          const store = drizzleStore(logged);
-          const keys = Array.from({ length: 30 }, (_, index) => `k-${index}`);
-          const claims = await Promise.all(keys.map((key) => store.claim(request({ key }))));
-          expect(claims.map((claim) => claim.status)).toEqual(keys.map(() => 'claimed'));
-          expect(statements).toEqual(['with "inserted" as', 'claims']);
-          statements.length = 0;
-          await Promise.all(
-            claims.map((claim, index) =>
-              store.complete(tokenOf(claim), { kind: 'success', value: index }, TTL_MS),
-            ),
-          );
-          expect(statements).toEqual(['update "idem_keys" set', 'update idem_keys k']);
-          for (const [index, key] of keys.entries()) {
-            expect(await store.get(request().scope, key)).toMatchObject({
-              status: 'completed',
-              outcome: { kind: 'success', value: index },
-            });
-          }
-        });
-      });
 
       it('reads "now" from the database for leases and expiry', async () => {
         const store = await storeOnDatabaseClock();

@@ -12,8 +12,6 @@ import {
 } from '@idem/core/store';
 import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
 import type { SelectedFieldsFlat } from 'drizzle-orm/pg-core';
-import { batchStatements, type Completion, rowKey } from './batchStatements.js';
-import { coalesced } from './coalesced.js';
 import { deleteSkipLocked } from './deleteSkipLocked.js';
 import { keyLockArgs } from './keyLock.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
@@ -58,12 +56,6 @@ export interface DrizzleStoreOptions {
  * after its snapshot, or took over or reset the row between its two statements.
  */
 const MAX_CLAIM_ROUNDS = 100;
-
-/**
- * The most claims (or completions) one statement carries when calls are gathered: enough
- * for any burst one server sees between two round trips, and a bounded statement.
- */
-const MAX_KEYS_PER_STATEMENT = 64;
 
 /** Values bound per call into the statements prepared once per store. */
 const param = {
@@ -121,12 +113,6 @@ const RESTORE_LOCK_WAIT = sql<string>`set_config('lock_timeout', current_setting
  *   nothing (a concurrent insert it waited for, invisible to its snapshot);
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
- *
- * On the database's clock (no `clock`), at most one claim statement and one completion
- * statement are in flight per store: the claims (and the completions) made while one is
- * wait for it and then go together as one statement over `unnest` of their keys
- * (`batchStatements`), each answered as its one-key statement would have answered it. An
- * idle store sends exactly the statements above; a busy one, fewer than it gets calls.
  *
  * @example
  * const store = drizzleStore(drizzle(postgres(process.env.DATABASE_URL!)));
@@ -247,35 +233,6 @@ function createDrizzleStore(
     return { inserted: inserted === true, record: toRecord(columns), nowMs: Number(nowMs) };
   };
 
-  // Under load, the first statement of a claim and the completion gather what waits behind
-  // the one in flight into one statement (`coalesced`): on the database clock and in
-  // autocommit only, where every key of a statement can share its "now" and no lock is
-  // held past it.
-  const batch =
-    !clock && lockWait === undefined && !keyLock && !options.expectNewKeys
-      ? batchStatements(db)
-      : undefined;
-  const firstInsertOrRead = batch
-    ? coalesced({
-        inFlight: 1,
-        maxCalls: MAX_KEYS_PER_STATEMENT,
-        one: insertOrRead,
-        many: batch.insertOrRead,
-      })
-    : insertOrRead;
-  const completeOne = async ({ token, outcome, ttlMs }: Completion) =>
-    (await statements.complete().execute(bind({ outcome, ttlMs, ...incarnation(token) }))).length >
-    0;
-  const completeHeld = batch
-    ? coalesced({
-        inFlight: 1,
-        maxCalls: MAX_KEYS_PER_STATEMENT,
-        one: completeOne,
-        many: batch.complete,
-        rowOf: ({ token }: Completion) => rowKey(token.scope, token.key),
-      })
-    : completeOne;
-
   /** One fenced UPDATE: changes the row only for the live holder of `token`. */
   const fenced = async (
     statement: { execute(values: Record<string, unknown>): Promise<unknown[]> },
@@ -297,7 +254,7 @@ function createDrizzleStore(
         }
       }
       for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-        const found = await (round === 0 ? firstInsertOrRead : insertOrRead)(request);
+        const found = await insertOrRead(request);
         // Nothing: a concurrent claim inserted the key after this statement's snapshot was
         // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
         if (!found) continue;
@@ -321,9 +278,7 @@ function createDrizzleStore(
     },
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-      if (!(await completeHeld({ token, outcome: JSON.stringify(outcome), ttlMs }))) {
-        throw new LeaseLostError(token.scope, token.key, token.version);
-      }
+      await fenced(statements.complete(), token, { outcome: JSON.stringify(outcome), ttlMs });
     },
 
     async release(token: LeaseToken): Promise<void> {
