@@ -3,11 +3,19 @@ import { median } from '../lib/stats.js';
 import { formatMs, formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
 import { judged, type RunContext } from './RunContext.js';
 
-type Mode = 'plain' | 'plainTx' | 'lease' | 'transaction' | 'replayLease' | 'replayTransaction';
+type Mode =
+  | 'plain'
+  | 'plainTx'
+  | 'leaseFloor'
+  | 'lease'
+  | 'transaction'
+  | 'replayLease'
+  | 'replayTransaction';
 
 const LABELS: Record<Mode, string> = {
   plain: 'plain (no idem)',
   plainTx: 'plainTx (no idem, in a transaction)',
+  leaseFloor: "lease mode's floor: plain + claim + completion, raw SQL",
   lease: 'lease mode',
   transaction: 'transaction mode',
   replayLease: 'replay (lease)',
@@ -28,11 +36,15 @@ const BODY = JSON.stringify({ json: { sku: 'tea', quantity: 1, ref: 'http' } });
 
 /**
  * HTTP overhead: the same one-INSERT tRPC mutation over real HTTP, plain (autocommit) vs
- * plainTx (in a transaction) vs lease vs transaction vs replays of completed keys, driven
- * by autocannon at a fixed concurrency. Rounds are interleaved (plain, plainTx, lease,
- * transaction, replays, then again) so a change in the machine's load hits every variant
- * alike; each ratio is the median of the per-round ratios to its baseline (transaction
- * mode to plainTx, everything else to plain).
+ * plainTx (in a transaction) vs lease mode's floor vs lease vs transaction vs replays of
+ * completed keys, driven by autocannon at a fixed concurrency. The floor sends the two
+ * statements lease mode cannot do without (a claim and a completion of the key) as raw
+ * prepared SQL around the same INSERT, with no idem code: what any design that claims and
+ * completes each request with its own statements costs. Rounds are interleaved (plain,
+ * plainTx, floor, lease, transaction, replays, then again) so a change in the machine's load
+ * hits every variant alike; each ratio is the median of the per-round ratios to its
+ * baseline (transaction mode to plainTx, everything else to plain; lease mode's note, to
+ * its floor).
  */
 export async function httpOverhead(context: RunContext, serverUrl: string): Promise<void> {
   const { quick, sql } = context;
@@ -45,6 +57,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
   const results: Record<Mode, LoadResult[]> = {
     plain: [],
     plainTx: [],
+    leaseFloor: [],
     lease: [],
     transaction: [],
     replayLease: [],
@@ -72,6 +85,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
     context.log('HTTP overhead: warming up');
     await load('/plain', 3, () => undefined);
     await load('/plainTx', 3, () => undefined);
+    await load('/leaseFloor', 3, (index) => `${runId}-warm-F-${index}`);
     await load('/lease', 3, (index) => `${runId}-warm-L-${index}`);
     await load('/transaction', 3, (index) => `${runId}-warm-T-${index}`);
   }
@@ -87,6 +101,14 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
     const plainTx = await load('/plainTx', durationSeconds, () => undefined);
     check('plainTx', plainTx);
     results.plainTx.push(plainTx);
+
+    const floor = await load(
+      '/leaseFloor',
+      durationSeconds,
+      (index) => `${runId}-F${round}-${index}`,
+    );
+    check('leaseFloor', floor);
+    results.leaseFloor.push(floor);
 
     for (const [mode, replayMode, path, tag] of [
       ['lease', 'replayLease', '/lease', 'L'],
@@ -149,6 +171,17 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
       p99: formatMs(median(runs.map((result) => result.p99))),
       ratio: formatRatio(ratio),
       ...(mode === 'plainTx' && { note: 'ratio to plain' }),
+      ...(mode === 'leaseFloor' && { note: 'ratio to plain; no idem code' }),
+      ...(mode === 'lease' && {
+        note: `${formatRatio(
+          median(
+            runs.map(
+              (result, round) =>
+                result.requestsPerSecond / results.leaseFloor[round]!.requestsPerSecond,
+            ),
+          ),
+        )} of its floor`,
+      }),
       ...(target === undefined
         ? {}
         : {

@@ -40,7 +40,7 @@ const parent = serveParent({
 });
 
 try {
-  const served = await serveTrpc(createBenchRouter(db), Number(process.env.PORT ?? 0));
+  const served = await serveTrpc(createBenchRouter(db, client), Number(process.env.PORT ?? 0));
   close = served.close;
   parent.ready({ port: served.port, pid: process.pid });
 } catch (error) {
