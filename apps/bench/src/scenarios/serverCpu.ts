@@ -11,12 +11,13 @@ type Variant = 'plain' | 'leaseFloor' | 'lease';
  * Server CPU per request: plain vs lease mode's floor vs lease mode, interleaved rounds, and
  * what idem adds to a lease-mode request, beside what the floor's two statements alone add
  * (a claim and a completion as raw prepared SQL, no idem code: the least any design that
- * claims and completes each request with statements of its own can add). The CPU is what the OS charged the bench server's process in the
- * measured window (`process.cpuUsage()`, user + system); the server runs with `--cpu-prof`
- * so that the same window's profile says where it went, and the profile's busy time (wall
- * time the main thread was not idle, which also counts time spent waiting for a core on a
- * loaded machine) is shown beside it. Throughput follows the server's CPU per request, so
- * this is where the HTTP ratios come from.
+ * claims and completes each request with statements of its own can add). The CPU is what
+ * the OS charged the bench server's process in the measured window (`process.cpuUsage()`,
+ * user + system); the server runs with `--cpu-prof` so that the same window's profile says
+ * where it went, and the profile's busy time (wall time the main thread was not idle, which
+ * also counts time spent waiting for a core on a loaded machine) is shown beside it.
+ * Throughput follows the server's CPU per request, so this is where the HTTP ratios come
+ * from.
  */
 export async function serverCpu(context: RunContext): Promise<void> {
   const seconds = context.quick ? 2 : 6;
