@@ -160,9 +160,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
     const runs = results[mode];
     const target = TARGETS[mode];
     const baseline = results[target?.against ?? 'plain'];
-    const ratio = median(
-      runs.map((result, round) => result.requestsPerSecond / baseline[round]!.requestsPerSecond),
-    );
+    const ratio = ratioTo(runs, baseline);
     context.report({
       scenario: `HTTP overhead (${connections} conn)`,
       variant: LABELS[mode],
@@ -173,14 +171,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
       ...(mode === 'plainTx' && { note: 'ratio to plain' }),
       ...(mode === 'leaseFloor' && { note: 'ratio to plain; no idem code' }),
       ...(mode === 'lease' && {
-        note: `${formatRatio(
-          median(
-            runs.map(
-              (result, round) =>
-                result.requestsPerSecond / results.leaseFloor[round]!.requestsPerSecond,
-            ),
-          ),
-        )} of its floor`,
+        note: `${formatRatio(ratioTo(runs, results.leaseFloor))} of its floor`,
       }),
       ...(target === undefined
         ? {}
@@ -190,4 +181,11 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
           }),
     });
   }
+}
+
+/** The median of the per-round ratios of `runs` to `baseline` (round by round). */
+function ratioTo(runs: readonly LoadResult[], baseline: readonly LoadResult[]): number {
+  return median(
+    runs.map((result, round) => result.requestsPerSecond / baseline[round]!.requestsPerSecond),
+  );
 }

@@ -52,7 +52,7 @@ export async function roundTrips(context: RunContext): Promise<void> {
   const client = postgres(context.databaseUrl, options);
   try {
     const db = drizzle(client);
-    const caller = createBenchRouter(db).createCaller;
+    const caller = createBenchRouter(db, client).createCaller;
     const call = (key: string | undefined) =>
       caller({ ...idempotencyContext({ key }), principal: 'round-trips' });
     const input = { sku: 'tea', quantity: 1, ref: 'round-trips' };

@@ -27,10 +27,10 @@ type OrderInput = z.infer<typeof orderInput>;
  * lease mode that waits for a busy key (`leaseWait`, for the duplicate storm), and the
  * floor under lease mode (`leaseFloor`): the statements lease mode cannot do without, a
  * claim and a completion of the key in `idem_keys` around the INSERT, sent as postgres-js
- * prepared statements with no idem code, when `client` is given. Replays hit `lease` and
+ * prepared statements through `client` with no idem code. Replays hit `lease` and
  * `transaction` with completed keys.
  */
-export function createBenchRouter(db: PgDatabaseLike, client?: Sql) {
+export function createBenchRouter(db: PgDatabaseLike, client: Sql) {
   const t = initTRPC.context<BenchContext>().create({
     transformer: superjson,
     isDev: false,
@@ -61,7 +61,6 @@ export function createBenchRouter(db: PgDatabaseLike, client?: Sql) {
       .mutation(({ ctx, input }) => insertOrder(db, ctx.principal, input)),
 
     leaseFloor: t.procedure.input(orderInput).mutation(async ({ ctx, input, path }) => {
-      if (!client) throw new Error('leaseFloor needs the postgres-js client');
       const key = ctx.idempotencyRequest.keyOf(0);
       if (key === undefined) throw new TRPCError({ code: 'BAD_REQUEST', message: 'no key' });
       const scope = `tenant:${ctx.principal}/${path}`;
