@@ -84,6 +84,43 @@ for (const backend of backends) {
       });
     }
 
+    const validators = [
+      {
+        kind: 'a schema, then a validator function (two .input()s)',
+        path: 'twiceValidated',
+        refused: { cents: 101 },
+        says: 'cents must be at most 100',
+      },
+      {
+        kind: 'a Standard Schema alone',
+        path: 'standardValidated',
+        refused: { cents: -1 },
+        says: 'cents must be a positive number',
+      },
+    ];
+    for (const { kind, path, refused, says } of validators) {
+      it(`${kind}: a refused input is tRPC's 400 and stores nothing; the fixed input runs`, async () => {
+        const key = randomUUID();
+        const tag = randomUUID();
+        const invalid = await mutate(
+          app().url,
+          path,
+          { tag, ...refused },
+          { 'Idempotency-Key': key },
+        );
+        expect(invalid.status).toBe(400);
+        expect(invalid.error?.data.code).toBe('BAD_REQUEST');
+        expect(invalid.error?.message).toContain(says);
+        expect(app().executionsOf(tag)).toBe(0);
+        expect(await storedRows(key)).toBe(0);
+
+        const fixed = await mutate(app().url, path, { tag, cents: 9 }, { 'Idempotency-Key': key });
+        expect(fixed.status).toBe(200);
+        expect(fixed.data).toEqual({ execution: 1, cents: 9 });
+        expect(await storedRows(key)).toBe(1);
+      });
+    }
+
     it('a mutation without input parsers runs whatever the body, as a call without input', async () => {
       const key = randomUUID();
       const before = app().executionsOf('no-input');

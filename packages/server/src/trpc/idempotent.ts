@@ -328,8 +328,12 @@ function fingerprintWithin(
       cause: error,
     });
   }
-  // Every UTF-16 code unit is at least one UTF-8 byte: no need to encode what is too long.
-  const bytes = text.length > maxBytes ? text.length : encoder.encode(text).length;
+  // A UTF-16 code unit is one to three UTF-8 bytes: only text whose length leaves the
+  // limit in doubt is encoded to count them.
+  const bytes =
+    text.length * 3 <= maxBytes || text.length > maxBytes
+      ? text.length
+      : encoder.encode(text).length;
   if (bytes > maxBytes) {
     const message =
       `The input of "${request.path}" is larger than ${maxBytes} bytes, the most this ` +

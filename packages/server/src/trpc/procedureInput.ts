@@ -17,9 +17,11 @@ const validators = new WeakMap<readonly unknown[], Validate>();
  *
  * The middleware usually sits before `.input()`, where tRPC has not parsed the input yet,
  * so the procedure's own parsers (`info.calls[i].procedure._def.inputs`, public in tRPC's
- * request info) are run here, through a tRPC procedure of their own, so that tRPC's rules
- * for every validator kind and for several `.input()`s apply unchanged. After `.input()`
- * tRPC has already parsed it (a failure never got here), and nothing runs twice.
+ * request info) are run here as tRPC runs them: a zod-style schema's `parseAsync` and a
+ * validator function are called directly, each on the raw input, and any other kind goes
+ * through a tRPC procedure of its own, so that tRPC's rules for every validator kind and
+ * for several `.input()`s apply unchanged. After `.input()` tRPC has already parsed it (a
+ * failure never got here), and nothing runs twice.
  *
  * Returns `{ input }`, with `input` `undefined` for a procedure without input parsers:
  * such a procedure never reads the body (httpLink sends none for a mutation without
@@ -67,14 +69,58 @@ function isUnreadableInput(error: unknown): error is TRPCError {
 function validatorFor(parsers: readonly unknown[]): Validate {
   let validate = validators.get(parsers);
   if (!validate) {
-    const t = initTRPC.create();
-    // biome-ignore lint/suspicious/noExplicitAny: any parser tRPC accepted for the procedure
-    let builder: any = t.procedure;
-    for (const parser of parsers) builder = builder.input(parser);
-    const router = t.router({ validate: builder.mutation(() => null) });
-    const caller = t.createCallerFactory(router)({}) as unknown as { validate: Validate };
-    validate = (rawInput) => caller.validate(rawInput);
+    const direct = parsers.map(directParseOf);
+    validate = direct.every((parse) => parse !== undefined)
+      ? directValidator(direct as ((rawInput: unknown) => unknown)[])
+      : callerValidator(parsers);
     validators.set(parsers, validate);
   }
   return validate;
+}
+
+/**
+ * How tRPC parses with `parser`, for the two kinds it calls directly: a zod-style schema
+ * object (`parser.parseAsync(input)`) and a plain validator function (`parser(input)`).
+ * `undefined` for any other kind, which goes through a tRPC procedure instead.
+ */
+function directParseOf(parser: unknown): ((rawInput: unknown) => unknown) | undefined {
+  if (typeof parser === 'object' && parser !== null) {
+    const schema = parser as { parseAsync?: unknown };
+    if (typeof schema.parseAsync !== 'function') return undefined;
+    return (rawInput) => (schema.parseAsync as (input: unknown) => unknown).call(schema, rawInput);
+  }
+  if (typeof parser === 'function' && !('~standard' in parser)) {
+    if (typeof (parser as { assert?: unknown }).assert === 'function') return undefined;
+    return parser as (rawInput: unknown) => unknown;
+  }
+  return undefined;
+}
+
+/**
+ * tRPC's input step for these parsers, without a procedure call around it: every parser
+ * sees the raw input, in order, and the first refusal is tRPC's `BAD_REQUEST` with the
+ * parser's error as its cause.
+ */
+function directValidator(parses: readonly ((rawInput: unknown) => unknown)[]): Validate {
+  return async (rawInput) => {
+    for (const parse of parses) {
+      try {
+        await parse(rawInput);
+      } catch (cause) {
+        throw new TRPCError({ code: 'BAD_REQUEST', cause });
+      }
+    }
+    return undefined;
+  };
+}
+
+/** The parsers run by a tRPC procedure of their own: tRPC's rules for any validator kind. */
+function callerValidator(parsers: readonly unknown[]): Validate {
+  const t = initTRPC.create();
+  // biome-ignore lint/suspicious/noExplicitAny: any parser tRPC accepted for the procedure
+  let builder: any = t.procedure;
+  for (const parser of parsers) builder = builder.input(parser);
+  const router = t.router({ validate: builder.mutation(() => null) });
+  const caller = t.createCallerFactory(router)({}) as unknown as { validate: Validate };
+  return (rawInput) => caller.validate(rawInput);
 }
