@@ -1,7 +1,7 @@
-import type { IdempotencySettings } from './createIdempotency.js';
 import { KeyMismatchError } from './errors/KeyMismatchError.js';
 import { RequestInProgressError } from './errors/RequestInProgressError.js';
 import type { ClaimResult } from './IdempotencyStore.js';
+import type { IdempotencySettings } from './resolveSettings.js';
 
 /** A claim that did not hand the key to the caller. */
 export type UnclaimedClaim = Exclude<ClaimResult, { status: 'claimed' }>;

@@ -1,8 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createIdempotency, type IdempotencyEvent, wasReplayed } from './createIdempotency.js';
+import { createIdempotency, wasReplayed } from './createIdempotency.js';
 import { isIdempotencyError } from './errors/IdempotencyError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
+import type { IdempotencyEvent } from './IdempotencyOptions.js';
 import type { IdempotencyStore } from './IdempotencyStore.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { createIdempotency, type IdempotencyEvent, wasReplayed } from './createIdempotency.js';
+import { createIdempotency, wasReplayed } from './createIdempotency.js';
 import { isConfigurationError } from './errors/ConfigurationError.js';
 import { isInvalidKeyError } from './errors/InvalidKeyError.js';
 import { isKeyMismatchError } from './errors/KeyMismatchError.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
+import type { IdempotencyEvent } from './IdempotencyOptions.js';
 import type { IdempotencyStore } from './IdempotencyStore.js';
 import { leaseTokenOf } from './record.js';
 import { manualClock } from './testing/manualClock.js';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createIdempotency, type IdempotencyEvent, wasReplayed } from './createIdempotency.js';
+import { createIdempotency, wasReplayed } from './createIdempotency.js';
 import { defaultErrorPolicy, ReplayedError } from './errorPolicy.js';
 import { isUnserializableValueError } from './errors/UnserializableValueError.js';
+import type { IdempotencyEvent } from './IdempotencyOptions.js';
 import { taggedJsonSerializer } from './serializer.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';

@@ -7,11 +7,6 @@ export {
   type ExecuteResult,
   type HandlerContext,
   type Idempotency,
-  type IdempotencyEvent,
-  type IdempotencyEventType,
-  type IdempotencyOptions,
-  type IdempotencySettings,
-  type InProgressWait,
   wasReplayed,
 } from './createIdempotency.js';
 export { deriveKey } from './deriveKey.js';
@@ -23,7 +18,14 @@ export {
   ReplayedError,
 } from './errorPolicy.js';
 export * from './errors/index.js';
+export type {
+  IdempotencyEvent,
+  IdempotencyEventType,
+  IdempotencyOptions,
+  InProgressWait,
+} from './IdempotencyOptions.js';
 export type { JsonValue, StoredError } from './record.js';
+export type { IdempotencySettings } from './resolveSettings.js';
 export { type BackoffOptions, backoffDelay } from './retry/backoff.js';
 export type { Random } from './retry/Random.js';
 export { RetryBudget, type RetryBudgetOptions, type RetryKind } from './retry/RetryBudget.js';
