@@ -10,14 +10,9 @@ import {
   type StoredOutcome,
   type SweepOptions,
 } from '@idem/core/store';
-import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
-import type { SelectedFieldsFlat } from 'drizzle-orm/pg-core';
-import { deleteSkipLocked } from './deleteSkipLocked.js';
-import { keyLockArgs } from './keyLock.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
-import { renderedStatement } from './renderedStatement.js';
-import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
-import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
+import { prepareStatements } from './prepareStatements.js';
+import type { IdempotencyKeyRow } from './schema.js';
 
 export interface DrizzleStoreOptions {
   /**
@@ -57,35 +52,6 @@ export interface DrizzleStoreOptions {
  */
 const MAX_CLAIM_ROUNDS = 100;
 
-/** Values bound per call into the statements prepared once per store. */
-const param = {
-  scope: sql.placeholder('scope'),
-  key: sql.placeholder('key'),
-  fingerprint: sql.placeholder('fingerprint'),
-  leaseMs: sql.placeholder('leaseMs'),
-  ttlMs: sql.placeholder('ttlMs'),
-  version: sql.placeholder('version'),
-  createdAt: sql.placeholder('createdAt'),
-  outcome: sql.placeholder('outcome'),
-  stepName: sql.placeholder('stepName'),
-  stepValue: sql.placeholder('stepValue'),
-  now: sql.placeholder('now'),
-  limit: sql.placeholder('limit'),
-  lockWait: sql.placeholder('lockWait'),
-};
-
-/**
- * Bounds this transaction's `lock_timeout` for the claim, and evaluates to 1 (the
- * `attempts` of a new row). It sits in the inserted row's values because those are computed
- * before the insert looks for a conflicting row and waits for it. The caller's value is
- * kept in `idem.lock_timeout` first (the inner select runs first), once per transaction, so
- * a claim that has to run twice still restores the caller's value.
- */
-const BOUND_LOCK_WAIT = sql`select 1 from (select set_config('lock_timeout', ${param.lockWait}::text, true) from (select set_config('idem.lock_timeout', coalesce(nullif(current_setting('idem.lock_timeout', true), ''), current_setting('lock_timeout')), true)) as saved) as bounded`;
-
-/** Puts back the `lock_timeout` that {@link BOUND_LOCK_WAIT} replaced. */
-const RESTORE_LOCK_WAIT = sql<string>`set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`;
-
 /**
  * An `IdempotencyStore` on the `idem_keys` table, for any Drizzle Postgres database or
  * transaction (postgres-js, PGlite, node-postgres, …). Run `migrate(db)` first.
@@ -124,86 +90,15 @@ export function drizzleStore(
   return createDrizzleStore(db, options, false);
 }
 
-/**
- * The stores transaction mode claims through, one per transaction (`storeIn(tx)`): new keys
- * expected (it has just read the key), the wait for a concurrent holder bounded by
- * `lockWaitMs`, and every claim first takes the key's transaction-scoped advisory lock
- * (`keyLockArgs`), in the claim statement itself. Duplicates queue on that lock, which the
- * holder can keep across a rollback (a session-level lock on the same key) while it
- * stores a deterministic error: the key's row alone would free them at the rollback.
- *
- * The two statements of the success path, the new key's `INSERT` and the completion, are
- * rendered once here, on `db`, and run on each transaction with its values
- * (`renderedStatement`): a store built on the transaction would build them anew for every
- * request. Everything else (a key that exists after all: a takeover, a duplicate that
- * waited) goes to a full store built on the transaction when first needed.
- */
-export function transactionStores(
-  db: PgDatabaseLike,
-  lockWaitMs: number,
-): (tx: PgDatabaseLike) => IdempotencyStore {
-  const lockWait = lockWaitOf(lockWaitMs);
-  const { unprepared } = prepareStatements(db, undefined, true, true);
-  // The new key's creation time, the statement's "now", comes back as epoch milliseconds
-  // (read through the selection below, not the table's columns); the rest of its record is
-  // what core's `decideClaim` makes of a key that does not exist, claimed at that instant.
-  const insertNew = once(() =>
-    renderedStatement(
-      'idem_tx_insert_new',
-      unprepared.insertNew({
-        createdAtMs: sqlEpochMs(sql`${keys.createdAt}`).as('created_at_ms'),
-      }),
-      { createdAtMs: sql<number>`created_at_ms`.mapWith(Number).as('created_at_ms') },
-    ),
-  );
-  const complete = once(() =>
-    renderedStatement('idem_tx_complete', unprepared.complete(), {
-      version: sql<number>`version`.as('version'),
-    }),
-  );
-
-  return (tx) => {
-    let full: IdempotencyStore | undefined;
-    // The new key's INSERT found the key: the full claim, without that INSERT again.
-    const fullStore = () => {
-      full ??= createDrizzleStore(tx, { lockWaitMs }, true);
-      return full;
-    };
-    return {
-      async claim(request: ClaimRequest): Promise<ClaimResult> {
-        const [row] = await insertNew().execute(tx, { ...claimValues(request), lockWait });
-        if (!row) return fullStore().claim(request);
-        const claimed = decideClaim(null, request, row.createdAtMs);
-        if (claimed.status !== 'claimed')
-          throw new Error('decideClaim refused a key that does not exist');
-        return { status: 'claimed', takeover: false, record: claimed.next };
-      },
-      async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-        const updated = await complete().execute(tx, {
-          ...incarnation(token),
-          outcome: JSON.stringify(outcome),
-          ttlMs,
-        });
-        throwIfFencedOut(updated, token);
-      },
-      release: (token) => fullStore().release(token),
-      heartbeat: (token, leaseMs) => fullStore().heartbeat(token, leaseMs),
-      saveStep: (token, name, value) => fullStore().saveStep(token, name, value),
-      get: (scope, key) => fullStore().get(scope, key),
-      sweep: (options) => fullStore().sweep(options),
-    };
-  };
-}
-
 /** A fenced statement that changed no row: `token` no longer holds the key. */
-function throwIfFencedOut(updated: readonly unknown[], token: LeaseToken): void {
+export function throwIfFencedOut(updated: readonly unknown[], token: LeaseToken): void {
   if (updated.length === 0) throw new LeaseLostError(token.scope, token.key, token.version);
 }
 
 /** `lock_timeout` for a wait of `lockWaitMs`, as the claim statements bind it. */
-const lockWaitOf = (lockWaitMs: number) => `${Math.max(1, Math.ceil(lockWaitMs))}ms`;
+export const lockWaitOf = (lockWaitMs: number) => `${Math.max(1, Math.ceil(lockWaitMs))}ms`;
 
-function createDrizzleStore(
+export function createDrizzleStore(
   db: PgDatabaseLike,
   options: DrizzleStoreOptions,
   keyLock: boolean,
@@ -313,211 +208,8 @@ function createDrizzleStore(
   };
 }
 
-/**
- * The store's statements, each built once, on first use (a store made for one transaction
- * builds only what it runs), with placeholders, and prepared on `db`. Their names tell apart the two shapes of "now" (the database's, or a bound clock value), so a driver
- * that names server-side statements (node-postgres) never sees one name with two texts.
- */
-function prepareStatements(
-  db: PgDatabaseLike,
-  clock: Clock | undefined,
-  boundLockWait: boolean,
-  keyLock: boolean,
-) {
-  const now = sqlNow(clock, param.now);
-  const suffix = `${clock ? '_at' : ''}${boundLockWait ? '_bounded' : ''}${keyLock ? '_locked' : ''}`;
-  const name = (statement: string) => `idem_${statement}${suffix}`;
-  const byId = and(eq(keys.scope, param.scope), eq(keys.key, param.key));
-  const nowMs = sqlEpochMs(now);
-
-  // `core`'s isExpired and isLeaseExpired, in SQL.
-  const leaseExpired = sql`(${keys.lockedUntil} is null or ${keys.lockedUntil} <= ${now})`;
-  const expired = sql`(${keys.expiresAt} <= ${now} and (${keys.status} = 'completed' or ${leaseExpired}))`;
-
-  // The values of a claimed new key. With a bound, `attempts` carries it (see BOUND_LOCK_WAIT),
-  // and the key lock after it, so that the lock's wait is bounded too.
-  const bounded = boundLockWait ? BOUND_LOCK_WAIT : sql`select 1`;
-  const attempts = keyLock
-    ? sql`(select 1 from (select pg_advisory_xact_lock(${keyLockArgs(param.scope, param.key)}) from (${bounded}) as bounded) as locked)`
-    : boundLockWait
-      ? sql`(${BOUND_LOCK_WAIT})`
-      : 1;
-  const newKey = {
-    scope: param.scope,
-    key: param.key,
-    fingerprint: param.fingerprint,
-    status: 'in_progress',
-    version: 1,
-    lockedUntil: sqlLater(now, param.leaseMs),
-    attempts,
-    outcome: null,
-    steps: sql`'{}'::jsonb`,
-    createdAt: now,
-    completedAt: null,
-    expiresAt: sqlLater(now, param.ttlMs),
-  } as const;
-  // With a bound, RETURNING puts `lock_timeout` back: it runs after the insert (and its wait).
-  const restored = boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`;
-
-  // The new key alone, with the given fields returned (and `lock_timeout` put back).
-  const insertNewKey = <TFields extends SelectedFieldsFlat>(fields: TFields) =>
-    db
-      .insert(keys)
-      .values(newKey)
-      .onConflictDoNothing({ target: [keys.scope, keys.key] })
-      .returning({ ...fields, restored });
-  const insertNew = once(() => insertNewKey(COLUMNS).prepare(name('insert_new')));
-
-  const claim = once(() => {
-    // Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing, so a replay, a
-    // mismatch or an in-progress answer takes no transaction id and writes no WAL.
-    const inserted = db.$with('inserted').as(
-      db
-        .insert(keys)
-        .values(newKey)
-        .onConflictDoNothing({ target: [keys.scope, keys.key] })
-        .returning(),
-    );
-    // The data-modifying CTE must sit at the top level: the union is a subquery of it.
-    const found = db
-      .select({
-        // UNION ALL matches columns by position: the same fields, in the same order, as below.
-        scope: inserted.scope,
-        key: inserted.key,
-        fingerprint: inserted.fingerprint,
-        status: inserted.status,
-        version: inserted.version,
-        lockedUntil: inserted.lockedUntil,
-        attempts: inserted.attempts,
-        outcome: inserted.outcome,
-        steps: inserted.steps,
-        createdAt: inserted.createdAt,
-        completedAt: inserted.completedAt,
-        expiresAt: inserted.expiresAt,
-        inserted: sql<boolean>`true`.as('inserted'),
-        nowMs: nowMs.as('now_ms'),
-      })
-      .from(inserted)
-      .unionAll(
-        db
-          .select({
-            ...COLUMNS,
-            inserted: sql<boolean>`false`.as('inserted'),
-            nowMs: nowMs.as('now_ms'),
-          })
-          .from(keys)
-          .where(and(byId, notExists(db.select({ one: sql`1` }).from(inserted)))),
-      )
-      .as('found');
-    // With a bound, `lock_timeout` goes back to the caller's value once the row is decided:
-    // evaluated per row of `found`, so after the insert (and its wait) ran.
-    return db
-      .with(inserted)
-      .select({
-        ...found._.selectedFields,
-        restored,
-      })
-      .from(found)
-      .prepare(name('claim'));
-  });
-
-  // Reset an expired row, or take over its lapsed lease, if it is still the row that was
-  // read (version and creation time) and still expired or lapsed by this statement's
-  // "now". Every expression reads the row as it was before this update. A reset starts
-  // afresh (version + 1 so fencing tokens never repeat); a takeover keeps steps and
-  // creation time.
-  const takeOver = once(() => {
-    const expiresAt = sqlLater(now, param.ttlMs);
-    return db
-      .update(keys)
-      .set({
-        fingerprint: sql`${param.fingerprint}`,
-        status: 'in_progress',
-        version: sql`${keys.version} + 1`,
-        lockedUntil: sqlLater(now, param.leaseMs),
-        attempts: sql`case when ${expired} then 1 else ${keys.attempts} + 1 end`,
-        outcome: null,
-        steps: sql`case when ${expired} then '{}'::jsonb else ${keys.steps} end`,
-        createdAt: sql`case when ${expired} then ${now} else ${keys.createdAt} end`,
-        completedAt: null,
-        expiresAt: sql`case when ${expired} then ${expiresAt} else greatest(${keys.expiresAt}, ${expiresAt}) end`,
-      })
-      .where(
-        and(
-          byId,
-          eq(keys.version, param.version),
-          eq(keys.createdAt, param.createdAt),
-          sql`(${expired} or (${keys.status} = 'in_progress' and ${leaseExpired} and ${keys.fingerprint} = ${param.fingerprint}))`,
-        ),
-      )
-      .returning()
-      .prepare(name('take_over'));
-  });
-
-  const fencedUpdateOf = (set: Parameters<ReturnType<typeof db.update<typeof keys>>['set']>[0]) =>
-    db
-      .update(keys)
-      .set(set)
-      .where(
-        and(
-          byId,
-          eq(keys.version, param.version),
-          eq(keys.createdAt, param.createdAt),
-          eq(keys.status, 'in_progress'),
-        ),
-      )
-      .returning({ version: keys.version });
-  const fencedUpdate = (
-    statement: string,
-    set: Parameters<ReturnType<typeof db.update<typeof keys>>['set']>[0],
-  ) => once(() => fencedUpdateOf(set).prepare(name(statement)));
-  const completion = {
-    status: 'completed',
-    outcome: sql`${param.outcome}::json`,
-    completedAt: now,
-    lockedUntil: null,
-    expiresAt: sqlLater(now, param.ttlMs),
-  } as const;
-
-  const read = once(() =>
-    db
-      .select({ ...COLUMNS, nowMs })
-      .from(keys)
-      .where(byId)
-      .prepare(name('read')),
-  );
-
-  // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
-  // right now is left to that claim.
-  const sweep = once(() =>
-    deleteSkipLocked(db, keys, {
-      key: [keys.scope, keys.key],
-      doomed: expired,
-      limit: param.limit,
-    }).prepare(name('sweep')),
-  );
-
-  return {
-    insertNew,
-    claim,
-    takeOver,
-    complete: fencedUpdate('complete', completion),
-    release: fencedUpdate('release', { lockedUntil: now }),
-    heartbeat: fencedUpdate('heartbeat', { lockedUntil: sqlLater(now, param.leaseMs) }),
-    saveStep: fencedUpdate('save_step', {
-      steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
-    }),
-    read,
-    sweep,
-    /** Statements as built, unprepared, for `renderedStatement`. */
-    unprepared: { insertNew: insertNewKey, complete: () => fencedUpdateOf(completion) },
-  };
-}
-
-const COLUMNS = getTableColumns(keys);
-
 /** A claim's values for the statements' placeholders. */
-const claimValues = (request: ClaimRequest) => ({
+export const claimValues = (request: ClaimRequest) => ({
   scope: request.scope,
   key: request.key,
   fingerprint: request.fingerprint,
@@ -526,21 +218,12 @@ const claimValues = (request: ClaimRequest) => ({
 });
 
 /** The placeholders that name one incarnation of a key: a lease token, or a row as read. */
-const incarnation = (token: LeaseToken) => ({
+export const incarnation = (token: LeaseToken) => ({
   scope: token.scope,
   key: token.key,
   version: token.version,
   createdAt: new Date(token.createdAt).toISOString(),
 });
-
-/** `build()` on the first call, its result on every call after. */
-function once<T>(build: () => T): () => T {
-  let built: { value: T } | undefined;
-  return () => {
-    built ??= { value: build() };
-    return built.value;
-  };
-}
 
 function toRecord(row: IdempotencyKeyRow): IdempotencyRecord {
   return {

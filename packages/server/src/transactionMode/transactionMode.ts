@@ -19,11 +19,12 @@ import {
   type UnclaimedClaim,
 } from '@idem/core/store';
 import { type SQL, sql } from 'drizzle-orm';
-import { drizzleStore, transactionStores } from '../drizzle/drizzleStore.js';
+import { drizzleStore } from '../drizzle/drizzleStore.js';
 import { keyLockArgs } from '../drizzle/keyLock.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
 import { idempotencyKeys as keys } from '../drizzle/schema.js';
 import { sqlLater, sqlNow } from '../drizzle/sqlTime.js';
+import { transactionStores } from '../drizzle/transactionStores.js';
 
 /** How long a transaction-mode duplicate waits on the key's lock with `inProgress: 'reject'`. */
 export const DEFAULT_LOCK_WAIT_MS = 5_000;

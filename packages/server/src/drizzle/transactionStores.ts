@@ -1,0 +1,93 @@
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  decideClaim,
+  type IdempotencyStore,
+  type LeaseToken,
+  type StoredOutcome,
+} from '@idem/core/store';
+import { sql } from 'drizzle-orm';
+import {
+  claimValues,
+  createDrizzleStore,
+  incarnation,
+  lockWaitOf,
+  throwIfFencedOut,
+} from './drizzleStore.js';
+import { once } from './once.js';
+import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import { prepareStatements } from './prepareStatements.js';
+import { renderedStatement } from './renderedStatement.js';
+import { idempotencyKeys as keys } from './schema.js';
+import { sqlEpochMs } from './sqlTime.js';
+
+/**
+ * The stores transaction mode claims through, one per transaction (`storeIn(tx)`): new keys
+ * expected (it has just read the key), the wait for a concurrent holder bounded by
+ * `lockWaitMs`, and every claim first takes the key's transaction-scoped advisory lock
+ * (`keyLockArgs`), in the claim statement itself. Duplicates queue on that lock, which the
+ * holder can keep across a rollback (a session-level lock on the same key) while it
+ * stores a deterministic error: the key's row alone would free them at the rollback.
+ *
+ * The two statements of the success path, the new key's `INSERT` and the completion, are
+ * rendered once here, on `db`, and run on each transaction with its values
+ * (`renderedStatement`): a store built on the transaction would build them anew for every
+ * request. Everything else (a key that exists after all: a takeover, a duplicate that
+ * waited) goes to a full store built on the transaction when first needed.
+ */
+export function transactionStores(
+  db: PgDatabaseLike,
+  lockWaitMs: number,
+): (tx: PgDatabaseLike) => IdempotencyStore {
+  const lockWait = lockWaitOf(lockWaitMs);
+  const { unprepared } = prepareStatements(db, undefined, true, true);
+  // The new key's creation time, the statement's "now", comes back as epoch milliseconds
+  // (read through the selection below, not the table's columns); the rest of its record is
+  // what core's `decideClaim` makes of a key that does not exist, claimed at that instant.
+  const insertNew = once(() =>
+    renderedStatement(
+      'idem_tx_insert_new',
+      unprepared.insertNew({
+        createdAtMs: sqlEpochMs(sql`${keys.createdAt}`).as('created_at_ms'),
+      }),
+      { createdAtMs: sql<number>`created_at_ms`.mapWith(Number).as('created_at_ms') },
+    ),
+  );
+  const complete = once(() =>
+    renderedStatement('idem_tx_complete', unprepared.complete(), {
+      version: sql<number>`version`.as('version'),
+    }),
+  );
+
+  return (tx) => {
+    let full: IdempotencyStore | undefined;
+    // The new key's INSERT found the key: the full claim, without that INSERT again.
+    const fullStore = () => {
+      full ??= createDrizzleStore(tx, { lockWaitMs }, true);
+      return full;
+    };
+    return {
+      async claim(request: ClaimRequest): Promise<ClaimResult> {
+        const [row] = await insertNew().execute(tx, { ...claimValues(request), lockWait });
+        if (!row) return fullStore().claim(request);
+        const claimed = decideClaim(null, request, row.createdAtMs);
+        if (claimed.status !== 'claimed')
+          throw new Error('decideClaim refused a key that does not exist');
+        return { status: 'claimed', takeover: false, record: claimed.next };
+      },
+      async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
+        const updated = await complete().execute(tx, {
+          ...incarnation(token),
+          outcome: JSON.stringify(outcome),
+          ttlMs,
+        });
+        throwIfFencedOut(updated, token);
+      },
+      release: (token) => fullStore().release(token),
+      heartbeat: (token, leaseMs) => fullStore().heartbeat(token, leaseMs),
+      saveStep: (token, name, value) => fullStore().saveStep(token, name, value),
+      get: (scope, key) => fullStore().get(scope, key),
+      sweep: (options) => fullStore().sweep(options),
+    };
+  };
+}
