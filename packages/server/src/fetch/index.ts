@@ -1,12 +1,14 @@
+export type {
+  HandlerIdempotency,
+  HandlerKeyCall,
+  HandlerTransactionIdempotency,
+  IdempotentHandlerOptions,
+  TransactionHandlerOptions,
+} from './IdempotentHandlerOptions.js';
 export {
   DEFAULT_MAX_BODY_BYTES,
-  type HandlerIdempotency,
-  type HandlerKeyCall,
-  type HandlerTransactionIdempotency,
-  type IdempotentHandlerOptions,
   idempotentHandler,
   storeResponseByStatus,
-  type TransactionHandlerOptions,
 } from './idempotentHandler.js';
 export {
   type IdempotencyProblem,
