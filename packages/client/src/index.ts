@@ -16,10 +16,10 @@ export { type IdempotencyLinkOptions, idempotencyLink } from './links/idempotenc
 export {
   KEYED_RETRY_BUDGET,
   type KeyedRetryLinkOptions,
-  keyedRetryLink,
   type RetryEvent,
   type RetryOnContext,
-} from './links/keyedRetryLink.js';
+} from './links/KeyedRetryLinkOptions.js';
+export { keyedRetryLink } from './links/keyedRetryLink.js';
 export {
   type RetryingIdempotencyLinkOptions,
   retryingIdempotencyLink,

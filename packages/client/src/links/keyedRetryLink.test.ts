@@ -9,7 +9,8 @@ import { classifyError } from '../classifyError.js';
 import { isOutcomeUnknown } from '../isOutcomeUnknown.js';
 import { isTransientError } from '../isTransientError.js';
 import { idempotencyLink } from './idempotencyLink.js';
-import { type KeyedRetryLinkOptions, keyedRetryLink, type RetryEvent } from './keyedRetryLink.js';
+import type { KeyedRetryLinkOptions, RetryEvent } from './KeyedRetryLinkOptions.js';
+import { keyedRetryLink } from './keyedRetryLink.js';
 
 /** Settles a promise into a value, so a rejection is never unhandled while timers run. */
 async function settle<T>(

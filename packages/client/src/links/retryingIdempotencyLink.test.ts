@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { scriptedLink } from '../../test/scriptedLink.js';
 import { idempotencyHeaders } from '../idempotencyHeaders.js';
 import { faultyFetch } from '../testing/faultyFetch.js';
-import type { RetryEvent } from './keyedRetryLink.js';
+import type { RetryEvent } from './KeyedRetryLinkOptions.js';
 import { retryingIdempotencyLink } from './retryingIdempotencyLink.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

@@ -1,7 +1,8 @@
 import type { TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import { type IdempotencyLinkOptions, idempotencyLink } from './idempotencyLink.js';
-import { type KeyedRetryLinkOptions, retryLinkNamed } from './keyedRetryLink.js';
+import type { KeyedRetryLinkOptions } from './KeyedRetryLinkOptions.js';
+import { retryLinkNamed } from './keyedRetryLink.js';
 
 /** `idempotencyLink`'s `keyFor` and every option of `keyedRetryLink`, with their defaults. */
 export interface RetryingIdempotencyLinkOptions<TRouter extends AnyRouter = AnyRouter>
