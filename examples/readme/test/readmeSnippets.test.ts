@@ -80,11 +80,12 @@ describe('README snippets run as written', () => {
 });
 
 /**
- * The React snippets (```tsx) are components, which need a page and a server to run; they
- * are compiled as a Next.js app compiles them (bundler resolution, the automatic JSX
+ * The React snippets (```tsx) are components: here they are type-checked as a Next.js app
+ * compiles them (bundler resolution, the automatic JSX
  * runtime) against the `./trpc` module every one of them imports: the app's
- * `createTRPCContext<AppRouter>()` for a router with `order.place`. What the hook does at
- * run time is tested in `@idem/client` (`src/react/useIdempotencyKey.test.ts`).
+ * `createTRPCContext<AppRouter>()` for a router with `order.place`. They are also
+ * rendered and clicked, against a server with `idempotent()`, in
+ * `readmeReactSnippets.test.ts`.
  */
 const TRPC_MODULE = `import { initTRPC } from '@trpc/server';
 import { createTRPCContext } from '@trpc/tanstack-react-query';
