@@ -4,17 +4,9 @@ import {
   IDEMPOTENCY_KEY_BATCH_HEADER,
   IDEMPOTENCY_KEY_HEADER,
   InvalidKeyError,
-  isConfigurationError,
-  isUnserializableValueError,
   validateKey,
 } from '@idem/core';
-import {
-  canonicalJson,
-  notifyObserver,
-  requirePositive,
-  resolveErrorPolicy,
-  sha256HexNow,
-} from '@idem/core/store';
+import { notifyObserver, requirePositive, resolveErrorPolicy } from '@idem/core/store';
 import {
   type AnyTRPCMiddlewareFunction,
   TRPCError,
@@ -22,9 +14,9 @@ import {
 } from '@trpc/server';
 import { drizzleStore } from '../drizzle/drizzleStore.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
-import { storedScope, UnstorablePrincipalError } from '../storedScope.js';
 import { lockWaitOf } from '../transactionMode/transactionMode.js';
 import { validateDerivedKey } from '../validateDerivedKey.js';
+import { fingerprintWithin, scopeOf } from './callIdentity.js';
 import type {
   ContextWith,
   LeaseIdempotency,
@@ -34,7 +26,6 @@ import type {
   TransactionModeOptions,
   TransactionOf,
 } from './IdempotentOptions.js';
-import { InputTooLargeError } from './InputTooLargeError.js';
 import type { IdempotencyRequest, IdempotencyRequestContext } from './idempotencyContext.js';
 import { leaseMode } from './leaseMode.js';
 import { procedureInput } from './procedureInput.js';
@@ -50,8 +41,6 @@ const MISSING_KEY =
   `This mutation requires an idempotency key: send it in the ${IDEMPOTENCY_KEY_HEADER} header ` +
   `(in a batch, in ${IDEMPOTENCY_KEY_BATCH_HEADER} by batch index), 1–255 printable ASCII ` +
   'characters (0x20–0x7E), e.g. crypto.randomUUID(), the same on every retry of the call.';
-
-const encoder = new TextEncoder();
 
 // The overloads spell out `TRPCMiddlewareFunction<…>` rather than an alias of it: TypeScript
 // infers `TContext` and `TOverrides` from `.use()` only when both name the same alias.
@@ -284,67 +273,6 @@ function checkMode(
     );
   }
   return mode;
-}
-
-/**
- * The stored scope (`storedScope`: the principal, then the procedure path), with its
- * failures as tRPC answers: no principal is the server's bug (500), a principal the store
- * cannot keep is the request's (400, nothing run).
- */
-function scopeOf(principal: unknown, path: string): string {
-  try {
-    return storedScope(principal, path, 'idempotent()');
-  } catch (error) {
-    if (error instanceof UnstorablePrincipalError) {
-      throw new TRPCError({ code: 'BAD_REQUEST', message: error.message });
-    }
-    if (isConfigurationError(error)) {
-      throw new TRPCError({ code: 'INTERNAL_SERVER_ERROR', message: error.message, cause: error });
-    }
-    throw error;
-  }
-}
-
-/**
- * Core's fingerprint of `{ path, input }` (a string at once where node:crypto exists), from
- * the canonical JSON written once, after its size is checked.
- */
-function fingerprintWithin(
-  request: { path: string; input: unknown },
-  maxBytes: number,
-): string | Promise<string> {
-  let text: string;
-  try {
-    text = canonicalJson(request);
-  } catch (error) {
-    // Input nested past the limit (or a value JSON cannot hold, through createCaller): the
-    // request is what is wrong, so a 400 that says so, before anything is stored.
-    if (!isUnserializableValueError(error)) throw error;
-    throw new TRPCError({
-      code: 'BAD_REQUEST',
-      message:
-        `The input of "${request.path}" cannot be fingerprinted, so it was not run or ` +
-        `stored: ${error.message}`,
-      cause: error,
-    });
-  }
-  // A UTF-16 code unit is one to three UTF-8 bytes: only text whose length leaves the
-  // limit in doubt is encoded to count them.
-  const bytes =
-    text.length * 3 <= maxBytes || text.length > maxBytes
-      ? text.length
-      : encoder.encode(text).length;
-  if (bytes > maxBytes) {
-    const message =
-      `The input of "${request.path}" is larger than ${maxBytes} bytes, the most this ` +
-      'idempotent mutation accepts (maxInputBytes); it was not run or stored.';
-    throw new TRPCError({
-      code: 'PAYLOAD_TOO_LARGE',
-      message,
-      cause: new InputTooLargeError(message, maxBytes),
-    });
-  }
-  return sha256HexNow(text);
 }
 
 /**
