@@ -1,8 +1,9 @@
-import type {
-  ErrorDecision,
-  ErrorPolicyOption,
-  HandlerContext,
-  IdempotencyOptions,
+import {
+  ConfigurationError,
+  type ErrorDecision,
+  type ErrorPolicyOption,
+  type HandlerContext,
+  type IdempotencyOptions,
 } from '@idem/core';
 import type { IdempotencyStore } from '@idem/core/store';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
@@ -109,4 +110,45 @@ export interface TransactionHandlerOptions<
   /** The Drizzle Postgres database whose transaction the handler gets as `tx`. */
   db: TDb;
   store?: undefined;
+}
+
+/**
+ * Throws `ConfigurationError` for options that cannot work together, when the handler is
+ * made (at start-up) rather than on its first request.
+ */
+export function checkHandlerOptions(options: {
+  mode: unknown;
+  store: unknown;
+  db: unknown;
+  scope: unknown;
+  maxBodyBytes: number;
+}): void {
+  const { mode, store, db, scope, maxBodyBytes } = options;
+  if (typeof scope !== 'function') {
+    throw new ConfigurationError(
+      'idempotentHandler() needs `scope: (request) => string` naming who is calling (tenant/user): ' +
+        "without it one caller's key could replay another caller's response.",
+    );
+  }
+  if (store && db)
+    throw new ConfigurationError('idempotentHandler() takes `store` or `db`, not both.');
+  if (!store && !db) {
+    throw new ConfigurationError(
+      'idempotentHandler() needs `db` (a Drizzle Postgres database) or `store`.',
+    );
+  }
+  if (mode !== 'lease' && mode !== 'transaction') {
+    throw new ConfigurationError(`mode must be 'lease' or 'transaction'; got ${String(mode)}.`);
+  }
+  if (mode === 'transaction' && !db) {
+    throw new ConfigurationError(
+      "mode 'transaction' needs `db` (a Drizzle Postgres database): the key is claimed and " +
+        'completed inside the transaction the handler writes through, which a `store` cannot join.',
+    );
+  }
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0) {
+    throw new ConfigurationError(
+      `maxBodyBytes must be a positive whole number of bytes; got ${maxBodyBytes}.`,
+    );
+  }
 }

@@ -1,5 +1,4 @@
 import {
-  ConfigurationError,
   createIdempotency,
   defaultErrorPolicy,
   type ErrorDecision,
@@ -21,21 +20,21 @@ import { DEFAULT_ERROR_DOCS_URL } from '../errorDocs.js';
 import { storedScope } from '../storedScope.js';
 import { lockWaitOf, transactionMode } from '../transactionMode/transactionMode.js';
 import { validateDerivedKey } from '../validateDerivedKey.js';
-import type {
-  HandlerIdempotency,
-  HandlerTransactionIdempotency,
-  IdempotentHandlerOptions,
-  TransactionHandlerOptions,
+import {
+  checkHandlerOptions,
+  type HandlerIdempotency,
+  type HandlerTransactionIdempotency,
+  type IdempotentHandlerOptions,
+  type TransactionHandlerOptions,
 } from './IdempotentHandlerOptions.js';
 import {
   idempotencyErrorResponse,
-  type ProblemCode,
-  plainProblem,
   problemOf,
   problemResponse,
   storeFailedResponse,
+  thrownErrorResponse,
 } from './problemResponse.js';
-import { readBody } from './readBody.js';
+import { readRequest } from './readBody.js';
 import {
   DEFAULT_REPLAY_HEADERS,
   encodeBody,
@@ -75,9 +74,6 @@ const MISSING_KEY =
   `This request requires an idempotency key: send it in the ${IDEMPOTENCY_KEY_HEADER} header, ` +
   '1–255 printable ASCII characters (0x20–0x7E), e.g. crypto.randomUUID(), the same on every ' +
   'retry of the request.';
-
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
-const decoder = new TextDecoder();
 
 /**
  * Makes a Fetch API handler safe to retry (Next.js route handlers, Hono, Bun, Deno, or
@@ -134,33 +130,7 @@ export function idempotentHandler(
     docsUrl = DEFAULT_ERROR_DOCS_URL,
     ...engineOptions
   } = options;
-  if (typeof scope !== 'function') {
-    throw new ConfigurationError(
-      'idempotentHandler() needs `scope: (request) => string` naming who is calling (tenant/user): ' +
-        "without it one caller's key could replay another caller's response.",
-    );
-  }
-  if (store && db)
-    throw new ConfigurationError('idempotentHandler() takes `store` or `db`, not both.');
-  if (!store && !db) {
-    throw new ConfigurationError(
-      'idempotentHandler() needs `db` (a Drizzle Postgres database) or `store`.',
-    );
-  }
-  if (mode !== 'lease' && mode !== 'transaction') {
-    throw new ConfigurationError(`mode must be 'lease' or 'transaction'; got ${String(mode)}.`);
-  }
-  if (mode === 'transaction' && !db) {
-    throw new ConfigurationError(
-      "mode 'transaction' needs `db` (a Drizzle Postgres database): the key is claimed and " +
-        'completed inside the transaction the handler writes through, which a `store` cannot join.',
-    );
-  }
-  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0) {
-    throw new ConfigurationError(
-      `maxBodyBytes must be a positive whole number of bytes; got ${maxBodyBytes}.`,
-    );
-  }
+  checkHandlerOptions({ mode, store, db, scope, maxBodyBytes });
   const engine = createIdempotency({
     ...engineOptions,
     store: store ?? drizzleStore(db!),
@@ -172,8 +142,6 @@ export function idempotentHandler(
     typeof route === 'function'
       ? route
       : (request: Request) => route ?? new URL(request.url).pathname;
-  const problem = (code: ProblemCode, status: number, detail: string) =>
-    problemResponse(problemOf(code, status, detail, docsUrl));
   const missingKey = () =>
     problemResponse({ ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl), reason: 'missing' });
   // In transaction mode the context carries `tx`; the overloads type each mode's handler.
@@ -230,47 +198,9 @@ export function idempotentHandler(
     }
     if (!derive && key === undefined && required) return missingKey();
 
-    const read = await readBody(request, maxBodyBytes);
-    if (!read.ok) {
-      return read.problem.kind === 'too_large'
-        ? problemResponse({
-            ...problemOf(
-              'INPUT_TOO_LARGE',
-              413,
-              `The request body is larger than ${maxBodyBytes} bytes, the most this endpoint ` +
-                'accepts (maxBodyBytes); it was not run or stored.',
-              docsUrl,
-            ),
-            maxBodyBytes,
-          })
-        : problem(
-            'INVALID_BODY',
-            400,
-            'The request body could not be read (the upload broke off); it was not run or stored.',
-          );
-    }
-    const { bytes } = read;
-    const isJson = JSON_TYPE.test(request.headers.get('content-type') ?? '');
-    const text = decoder.decode(bytes);
-    let json: unknown;
-    if (isJson) {
-      try {
-        json = JSON.parse(text);
-      } catch {
-        return problem(
-          'INVALID_BODY',
-          400,
-          `The request says its body is JSON (Content-Type), but it is ${bytes.length === 0 ? 'empty' : 'not valid JSON'}; ` +
-            'it was not run or stored.',
-        );
-      }
-    }
-    const body = new Request(request.url, {
-      method: request.method,
-      headers: request.headers,
-      signal: request.signal,
-      ...(method !== 'GET' && method !== 'HEAD' && { body: bytes as BodyInit }),
-    });
+    const read = await readRequest(request, maxBodyBytes, docsUrl);
+    if (!read.ok) return read.response;
+    const { bytes, text, json, body } = read;
 
     try {
       if (derive) {
@@ -385,20 +315,4 @@ export function idempotentHandler(
       return storeFailedResponse();
     }
   }
-}
-
-/** A thrown error the policy stores, answered (and replayed) as a problem with its status. */
-function thrownErrorResponse(error: unknown): Response {
-  const fields = (typeof error === 'object' && error !== null ? error : {}) as Record<
-    string,
-    unknown
-  >;
-  const status = ['status', 'statusCode', 'httpStatus']
-    .map((name) => fields[name])
-    .find((value) => typeof value === 'number' && value >= 400 && value <= 599) as
-    | number
-    | undefined;
-  const name = typeof fields.name === 'string' ? fields.name : 'Error';
-  const message = typeof fields.message === 'string' ? fields.message : String(error);
-  return problemResponse(plainProblem(status ?? 500, name, message));
 }

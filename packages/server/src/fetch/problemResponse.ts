@@ -130,3 +130,19 @@ export function plainProblem(status: number, title: string, detail: string): Pro
 export function storeFailedResponse(): Response {
   return problemResponse(plainProblem(500, 'Internal Server Error', STORE_FAILED_MESSAGE));
 }
+
+/** A thrown error the policy stores, answered (and replayed) as a problem with its status. */
+export function thrownErrorResponse(error: unknown): Response {
+  const fields = (typeof error === 'object' && error !== null ? error : {}) as Record<
+    string,
+    unknown
+  >;
+  const status = ['status', 'statusCode', 'httpStatus']
+    .map((name) => fields[name])
+    .find((value) => typeof value === 'number' && value >= 400 && value <= 599) as
+    | number
+    | undefined;
+  const name = typeof fields.name === 'string' ? fields.name : 'Error';
+  const message = typeof fields.message === 'string' ? fields.message : String(error);
+  return problemResponse(plainProblem(status ?? 500, name, message));
+}

@@ -1,3 +1,5 @@
+import { problemOf, problemResponse } from './problemResponse.js';
+
 /** Why a request body was not read: too large, or the stream failed. */
 export type BodyProblem =
   | { kind: 'too_large'; maxBodyBytes: number }
@@ -42,4 +44,66 @@ export async function readBody(
     offset += chunk.byteLength;
   }
   return { ok: true, bytes };
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+const decoder = new TextDecoder();
+
+/**
+ * The request's body read whole (`readBody`), as text, and parsed when its Content-Type
+ * says JSON, with a copy of the request that carries it for the handler; or the problem
+ * response that refuses it (413 over `maxBodyBytes`, 400 for a broken upload or a JSON
+ * body that does not parse).
+ */
+export async function readRequest(
+  request: Request,
+  maxBodyBytes: number,
+  docsUrl: string,
+): Promise<
+  | { ok: true; bytes: Uint8Array; text: string; json: unknown; body: Request }
+  | { ok: false; response: Response }
+> {
+  const invalid = (detail: string) => ({
+    ok: false as const,
+    response: problemResponse(problemOf('INVALID_BODY', 400, detail, docsUrl)),
+  });
+  const read = await readBody(request, maxBodyBytes);
+  if (!read.ok) {
+    if (read.problem.kind === 'unreadable') {
+      return invalid(
+        'The request body could not be read (the upload broke off); it was not run or stored.',
+      );
+    }
+    const detail =
+      `The request body is larger than ${maxBodyBytes} bytes, the most this endpoint ` +
+      'accepts (maxBodyBytes); it was not run or stored.';
+    return {
+      ok: false,
+      response: problemResponse({
+        ...problemOf('INPUT_TOO_LARGE', 413, detail, docsUrl),
+        maxBodyBytes,
+      }),
+    };
+  }
+  const { bytes } = read;
+  const text = decoder.decode(bytes);
+  let json: unknown;
+  if (JSON_TYPE.test(request.headers.get('content-type') ?? '')) {
+    try {
+      json = JSON.parse(text);
+    } catch {
+      return invalid(
+        `The request says its body is JSON (Content-Type), but it is ${bytes.length === 0 ? 'empty' : 'not valid JSON'}; ` +
+          'it was not run or stored.',
+      );
+    }
+  }
+  const method = request.method.toUpperCase();
+  const body = new Request(request.url, {
+    method: request.method,
+    headers: request.headers,
+    signal: request.signal,
+    ...(method !== 'GET' && method !== 'HEAD' && { body: bytes as BodyInit }),
+  });
+  return { ok: true, bytes, text, json, body };
 }
