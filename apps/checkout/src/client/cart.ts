@@ -1,5 +1,6 @@
 import { intentKey } from '@idem/client';
 import { useSyncExternalStore } from 'react';
+import { MAX_LINES, MAX_QUANTITY } from '@/cartLimits';
 
 export interface CartItem {
   productId: string;
@@ -10,7 +11,7 @@ const CART_KEY = 'idem-demo-cart';
 
 /**
  * The cart's id: an intent key in localStorage, so every tab of this browser and every
- * reload sees the same cart, and paying it (clear) settles it: the next cart is another
+ * reload sees the same cart, and paying it settles it: the next cart is another
  * intent. The server opens one checkout per (cart id, cart lines).
  */
 const cartIntent = () => intentKey({ intent: 'cart', storage: 'local' });
@@ -24,17 +25,30 @@ const EMPTY: readonly CartItem[] = [];
 const listeners = new Set<() => void>();
 let cached: { raw: string | null; items: readonly CartItem[] } = { raw: null, items: EMPTY };
 
+/** A stored cart as this version writes it; anything else (an older demo's, edited) is none. */
+function parseCart(raw: string | null): readonly CartItem[] {
+  if (!raw) return EMPTY;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    return EMPTY;
+  }
+  if (!Array.isArray(parsed)) return EMPTY;
+  const items = parsed.filter(
+    (item): item is CartItem =>
+      typeof item === 'object' &&
+      item !== null &&
+      typeof item.productId === 'string' &&
+      Number.isInteger(item.quantity) &&
+      item.quantity > 0,
+  );
+  return items.length === 0 ? EMPTY : items;
+}
+
 function read(): readonly CartItem[] {
   const raw = localStorage.getItem(CART_KEY);
-  if (raw !== cached.raw) {
-    let items: readonly CartItem[] = EMPTY;
-    try {
-      items = raw ? (JSON.parse(raw) as CartItem[]) : EMPTY;
-    } catch {
-      // A cart from an older version of the demo: start empty.
-    }
-    cached = { raw, items };
-  }
+  if (raw !== cached.raw) cached = { raw, items: parseCart(raw) };
   return cached.items;
 }
 
@@ -45,39 +59,66 @@ function write(items: readonly CartItem[]) {
   for (const listener of listeners) listener();
 }
 
+/** Sets a line's quantity (at most `MAX_QUANTITY`); 0 removes the line. */
+function setQuantity(productId: string, quantity: number) {
+  write(
+    read()
+      .map((item) =>
+        item.productId === productId
+          ? { ...item, quantity: Math.min(quantity, MAX_QUANTITY) }
+          : item,
+      )
+      .filter((item) => item.quantity > 0),
+  );
+}
+
+/** Tells this tab's listeners about a change, here or (a `storage` event) in another tab. */
+function subscribe(listener: () => void) {
+  const onStorage = (event: StorageEvent) => {
+    if (event.key === CART_KEY || event.key === null) listener();
+  };
+  listeners.add(listener);
+  window.addEventListener('storage', onStorage);
+  return () => {
+    listeners.delete(listener);
+    window.removeEventListener('storage', onStorage);
+  };
+}
+
 /** The cart lives in this browser's localStorage: the server only sees it at checkout. */
 export function useCart() {
-  const items = useSyncExternalStore(
-    (listener) => {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-    read,
-    () => EMPTY,
-  );
+  const items = useSyncExternalStore(subscribe, read, () => EMPTY);
   return {
     items,
     count: items.reduce((sum, item) => sum + item.quantity, 0),
+    /** Whether one more of the product fits (at most `MAX_QUANTITY`, `MAX_LINES` lines). */
+    canAdd(productId: string) {
+      const existing = items.find((item) => item.productId === productId);
+      return existing ? existing.quantity < MAX_QUANTITY : items.length < MAX_LINES;
+    },
+    /** One more of the product, unless the cart holds as many as a checkout accepts. */
     add(productId: string) {
       const current = read();
       const existing = current.find((item) => item.productId === productId);
-      write(
-        existing
-          ? current.map((item) =>
-              item.productId === productId ? { ...item, quantity: item.quantity + 1 } : item,
-            )
-          : [...current, { productId, quantity: 1 }],
-      );
+      if (!existing) {
+        if (current.length < MAX_LINES) write([...current, { productId, quantity: 1 }]);
+        return;
+      }
+      setQuantity(productId, existing.quantity + 1);
     },
-    setQuantity(productId: string, quantity: number) {
-      write(
-        read()
-          .map((item) => (item.productId === productId ? { ...item, quantity } : item))
-          .filter((item) => item.quantity > 0),
-      );
-    },
-    clear() {
-      write(EMPTY);
+    setQuantity,
+    /**
+     * A checkout of this cart was paid: its lines leave the cart, and what is left (added
+     * after that checkout was opened, in this tab or another) becomes a new cart, with a new
+     * id, so its checkout is a new one.
+     */
+    settlePaid(paid: readonly { productId: string; quantity: number }[]) {
+      const left = read().flatMap((item) => {
+        const bought = paid.find((line) => line.productId === item.productId)?.quantity ?? 0;
+        return item.quantity > bought ? [{ ...item, quantity: item.quantity - bought }] : [];
+      });
+      cartIntent().settle();
+      write(left);
     },
   };
 }

@@ -1,7 +1,8 @@
+import { isTransientError } from '@idem/client';
 import { skipToken, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useEffect, useState } from 'react';
 import type { CheckoutView } from '@/server/checkoutIntents';
-import { cartId, useCart } from './cart';
+import { type CartItem, cartId, isThisCart, useCart } from './cart';
 import { useTRPC, useTRPCClient } from './trpc';
 
 /** Sets one query parameter without a navigation (Next.js keeps its router in step). */
@@ -17,6 +18,12 @@ export interface CheckoutState {
   problem: string | null;
   /** Pay got another checkout to pay (a new card after a decline). */
   switchTo: (view: CheckoutView) => void;
+  /**
+   * The page shows an unpaid checkout of this browser's cart whose lines are no longer
+   * the cart's (Back after adding to the cart, or the cart changed in another tab): Pay
+   * pays the lines shown, not the cart.
+   */
+  cartChanged: boolean;
 }
 
 /**
@@ -36,7 +43,8 @@ export function useCheckout(): CheckoutState {
   const [problem, setProblem] = useState<string | null>(null);
 
   useEffect(() => {
-    setLinked(new URLSearchParams(window.location.search).get('checkout'));
+    // An empty `?checkout=` names none: the cart's checkout opens.
+    setLinked(new URLSearchParams(window.location.search).get('checkout') || null);
   }, []);
 
   const show = useCallback(
@@ -72,16 +80,39 @@ export function useCheckout(): CheckoutState {
   const checkoutId = linked ?? opened;
   const query = useQuery(
     trpc.checkout.get.queryOptions(checkoutId ? { checkoutId } : skipToken, {
+      // A link to a checkout that does not exist (404) or is malformed (400) is answered
+      // at once, and is not asked again; a network failure is.
+      retry: (failures, error) => failures < 1 && isTransientError(error),
       // Another tab or browser may pay it: watch it until it is settled.
-      refetchInterval: (q) =>
-        q.state.data?.status === 'paid' || q.state.data?.status === 'declined' ? 5_000 : 1_000,
+      refetchInterval: (q) => {
+        if (q.state.error && !isTransientError(q.state.error)) return false;
+        return q.state.data?.status === 'paid' || q.state.data?.status === 'declined'
+          ? 5_000
+          : 1_000;
+      },
     }),
   );
 
   const empty = linked === null && !opened && cart.items.length === 0;
+  const checkout = query.data;
   return {
-    checkout: query.data,
+    checkout,
     problem: query.error?.message ?? problem ?? (empty ? 'The cart is empty.' : null),
     switchTo: show,
+    cartChanged:
+      checkout !== undefined &&
+      checkout.status !== 'paid' &&
+      cart.items.length > 0 &&
+      isThisCart(checkout.cartId) &&
+      !sameLines(checkout.lines, cart.items),
   };
+}
+
+function sameLines(lines: readonly CartItem[], items: readonly CartItem[]): boolean {
+  return (
+    lines.length === items.length &&
+    lines.every((line) =>
+      items.some((item) => item.productId === line.productId && item.quantity === line.quantity),
+    )
+  );
 }

@@ -2,6 +2,7 @@
 
 import { useQuery } from '@tanstack/react-query';
 import Link from 'next/link';
+import { MAX_QUANTITY } from '@/cartLimits';
 import { useCart } from '@/client/cart';
 import { formatCents } from '@/client/format';
 import { useTRPC } from '@/client/trpc';
@@ -70,6 +71,12 @@ export function CartSummary({
                     <button
                       type="button"
                       aria-label={`One more ${line.name}`}
+                      title={
+                        line.quantity >= MAX_QUANTITY
+                          ? `At most ${MAX_QUANTITY} of one product per order`
+                          : undefined
+                      }
+                      disabled={line.quantity >= MAX_QUANTITY}
                       onClick={() => cart.setQuantity(line.productId, line.quantity + 1)}
                     >
                       +
@@ -88,6 +95,11 @@ export function CartSummary({
             </tr>
           </tbody>
         </table>
+      )}
+      {editable && lines.some((line) => line.quantity >= MAX_QUANTITY) && (
+        <p className="hint" data-testid="quantity-limit">
+          At most {MAX_QUANTITY} of one product per order.
+        </p>
       )}
       {checkoutId && (
         <p className="share" data-testid="checkout-link">

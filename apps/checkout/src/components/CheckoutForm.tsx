@@ -40,11 +40,12 @@ export function CheckoutForm({
   const [paying, setPaying] = useState(false);
   const [error, setError] = useState<PayError | null>(null);
 
-  // Paid (here, in another tab or in another browser): this browser's cart is done.
-  const paidCart = checkout?.status === 'paid' ? checkout.cartId : null;
+  // Paid (here, in another tab or in another browser): what it bought leaves this browser's
+  // cart, once (the cart then gets a new id, so no other tab removes it again).
+  const paid = checkout?.status === 'paid' ? checkout : null;
   useEffect(() => {
-    if (paidCart && cart.items.length > 0 && isThisCart(paidCart)) cart.clear();
-  }, [paidCart, cart]);
+    if (paid && cart.items.length > 0 && isThisCart(paid.cartId)) cart.settlePaid(paid.lines);
+  }, [paid, cart]);
 
   const submit = async () => {
     if (!checkout) return;
@@ -77,17 +78,17 @@ export function CheckoutForm({
         }),
       );
       // Both calls are over before the page moves on, so the panel shows how each ended.
-      const paid = answers.find((answer) => answer.status === 'fulfilled');
-      if (!paid) {
+      const answered = answers.find((answer) => answer.status === 'fulfilled');
+      if (!answered) {
         throw mostTelling(
           answers.map((answer) => (answer as PromiseRejectedResult).reason as PayError),
         );
       }
-      const result = paid.value;
+      const result = answered.value;
       const already = !attemptLog.ranHere(key);
       router.push(`/orders/${result.orderId}${already ? '?already=1' : ''}`);
       // Paid from a link in another browser, this browser's own cart is another one.
-      if (isThisCart(target.cartId)) cart.clear();
+      if (isThisCart(target.cartId)) cart.settlePaid(target.lines);
     } catch (failure) {
       setError(failure as PayError);
     } finally {
@@ -109,7 +110,15 @@ export function CheckoutForm({
           <Link href={`/orders/${checkout.orderId}?already=1`}>See the order</Link>
         </div>
       ) : (
-        <>
+        <form
+          // The shop's own rules answer (the server's messages), the same in every browser.
+          noValidate
+          onSubmit={(event) => {
+            // Enter in a field pays, as the button does (a disabled Pay sends nothing).
+            event.preventDefault();
+            if (checkout && !paying) void submit();
+          }}
+        >
           <label className="field">
             Email for the receipt
             <input
@@ -140,15 +149,14 @@ export function CheckoutForm({
             </p>
           )}
           <button
-            type="button"
+            type="submit"
             className="primary pay"
-            onClick={submit}
             disabled={!checkout || paying}
             data-testid="pay"
           >
             {paying ? 'Paying…' : 'Pay'}
           </button>
-        </>
+        </form>
       )}
       {error && <PayErrorNotice error={error} />}
     </div>

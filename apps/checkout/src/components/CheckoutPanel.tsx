@@ -8,9 +8,15 @@ import { WhatHappened } from './WhatHappened';
 
 /** The checkout page's client side: the checkout being paid, its form, chaos and panel. */
 export function CheckoutPanel() {
-  const { checkout, problem, switchTo } = useCheckout();
+  const { checkout, problem, switchTo, cartChanged } = useCheckout();
   return (
     <>
+      {cartChanged && (
+        <p className="notice warn" data-testid="cart-changed">
+          Your cart has changed since this checkout was opened. Pay pays only what is listed here;
+          the rest stays in the cart. <a href="/checkout">Check out the whole cart</a>
+        </p>
+      )}
       <div className="columns">
         <div className="stack">
           <CartSummary

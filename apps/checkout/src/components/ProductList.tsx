@@ -19,7 +19,12 @@ export function ProductList() {
           <p>{product.description}</p>
           <div className="row">
             <strong>{formatCents(product.priceCents)}</strong>
-            <button type="button" onClick={() => cart.add(product.id)}>
+            <button
+              type="button"
+              onClick={() => cart.add(product.id)}
+              disabled={!cart.canAdd(product.id)}
+              title={cart.canAdd(product.id) ? undefined : 'As many as one order can hold'}
+            >
               Add to cart
             </button>
           </div>

@@ -2,6 +2,7 @@ import { idempotencyContext, withIdempotencyErrorData } from '@idem/server';
 import { initTRPC } from '@trpc/server';
 import type { FetchCreateContextFnOptions } from '@trpc/server/adapters/fetch';
 import superjson from 'superjson';
+import { ZodError } from 'zod';
 import type { CrashSwitch } from './crashAfterCharge';
 import { getRuntime } from './runtime';
 
@@ -30,6 +31,7 @@ const t = initTRPC.context<Context>().create({
     return withIdempotencyErrorData(
       {
         ...shape,
+        message: validationMessage(error.cause) ?? shape.message,
         data: {
           ...shape.data,
           declineCode: typeof declineCode === 'string' ? declineCode : null,
@@ -42,3 +44,13 @@ const t = initTRPC.context<Context>().create({
 
 export const router = t.router;
 export const publicProcedure = t.procedure;
+
+/**
+ * An input the schema refused, in the words of the schema's own messages ("Enter an email
+ * address for the receipt."), where tRPC's message is the issues as JSON.
+ */
+function validationMessage(cause: unknown): string | undefined {
+  if (!(cause instanceof ZodError)) return undefined;
+  const messages = [...new Set(cause.issues.map((issue) => issue.message))];
+  return messages.map((message) => (/[.!?]$/.test(message) ? message : `${message}.`)).join(' ');
+}

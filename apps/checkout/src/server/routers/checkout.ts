@@ -3,6 +3,7 @@ import { idempotent } from '@idem/server';
 import { TRPCError } from '@trpc/server';
 import { eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
+import { MAX_LINES, MAX_QUANTITY } from '../../cartLimits';
 import {
   type CheckoutRow,
   findCheckout,
@@ -37,14 +38,28 @@ const checkoutId = z
   .regex(/^co_[0-9a-f-]{36}$/, 'A checkout id looks like co_ followed by a UUID.');
 
 const cartItems = z
-  .array(z.object({ productId: z.string().max(40), quantity: z.number().int().min(1).max(20) }))
+  .array(
+    z.object({
+      productId: z.string().max(40),
+      quantity: z
+        .number()
+        .int()
+        .min(1)
+        .max(MAX_QUANTITY, `At most ${MAX_QUANTITY} of one product per order.`),
+    }),
+  )
   .min(1, 'The cart is empty.')
-  .max(20);
+  .max(MAX_LINES, `At most ${MAX_LINES} different products per order.`);
+
+const CARD_NUMBER_MESSAGE = 'A card number has 12 to 19 digits (spaces between them are fine).';
 
 export const paymentDetails = z.object({
   checkoutId,
   email: z.email('Enter an email address for the receipt.').max(200),
-  cardNumber: z.string().regex(/^[0-9 ]{12,23}$/, 'A card number has 12 to 19 digits.'),
+  cardNumber: z
+    .string()
+    .max(40, CARD_NUMBER_MESSAGE)
+    .regex(/^(?: *[0-9]){12,19} *$/, CARD_NUMBER_MESSAGE),
   /** Server-side chaos switches, kept with the checkout like the rest of the details. */
   simulate: z
     .object({ crashAfterCharge: z.boolean(), redeliverEvent: z.boolean() })
