@@ -11,7 +11,6 @@ import { judged, type RunContext } from './RunContext.js';
 
 const SCOPE = 'tenant:growth/orders.create';
 const TTL_MS = 86_400_000;
-const SWEEP_BATCH = 1_000;
 
 /**
  * Growth: claim latency with few vs many keys in `idem_keys` (should be flat: a B-tree
@@ -86,8 +85,8 @@ export async function growth(context: RunContext): Promise<void> {
     let swept = 0;
     let sweeping = true;
     const sweepStarted = nowMs();
-    // idem's own sweeper, as an app server runs it: batches of 1,000 until none is left.
-    const sweeper = sweepExpired({ db: drizzle(client), batchSize: SWEEP_BATCH })
+    // idem's own sweeper, as an app server runs it (its default batches) until none is left.
+    const sweeper = sweepExpired({ db: drizzle(client) })
       .then((deleted) => {
         swept = deleted;
       })
@@ -140,7 +139,7 @@ export async function growth(context: RunContext): Promise<void> {
       ratio: formatRatio(sweepRatio),
       target: 'p99 ≤ 2× idle',
       verdict: judged(context, verdictAtMost(sweepRatio, 2)),
-      note: `swept ${formatCount(swept)} in ${formatMs(sweepMs)} (${formatRate((swept / sweepMs) * 1000, 'rows/s')}, sweepExpired, batches of ${formatCount(SWEEP_BATCH)})`,
+      note: `swept ${formatCount(swept)} in ${formatMs(sweepMs)} (${formatRate((swept / sweepMs) * 1000, 'rows/s')}, sweepExpired, default batches)`,
     });
   } finally {
     await client.end({ timeout: 5 });
