@@ -46,6 +46,64 @@ describe('the cart', () => {
     expect(await page.getByTestId('cart-changed').count()).toBe(0);
   });
 
+  it('a cart is paid once: after its older checkout was paid, the newer one cannot charge the same items', async () => {
+    const customer = await shopper(); // sencha + mug
+    const { page } = customer;
+    await page.goto('/checkout');
+    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+    const older = await checkoutKeyOf(page);
+    await page.getByRole('link', { name: 'Products' }).click();
+    await page.getByTestId('product-honey').getByRole('button', { name: 'Add to cart' }).click();
+    await page.getByRole('link', { name: /^Checkout \(/ }).click();
+    await page.getByTestId('cart-total').getByText('€40.00').waitFor({ timeout: WAIT_MS });
+    const newer = await checkoutKeyOf(page);
+    expect(newer).not.toBe(older);
+
+    // Pay the older one (its link, as Back would show it), then go back to the newer one.
+    await page.goto(`/checkout?checkout=${older}`);
+    await page.getByTestId('cart-changed').waitFor({ timeout: WAIT_MS });
+    await page.getByTestId('pay').click();
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    await page.goto(`/checkout?checkout=${newer}`);
+    await page.getByTestId('paid-elsewhere').waitFor({ timeout: WAIT_MS });
+    expect(await page.getByTestId('pay').count()).toBe(0);
+
+    // Paying it anyway (a stale tab, a script) is refused, and nothing is charged.
+    await expect(customer.api.checkout.pay.mutate({ checkoutId: newer })).rejects.toThrow(
+      /already paid with another checkout/,
+    );
+    const { charges } = await customer.api.demo.checkout.query({ key: newer });
+    expect(charges).toHaveLength(0);
+  });
+
+  it('the header’s Checkout leaves a linked checkout for the cart’s own', async () => {
+    const { page } = await shopper();
+    await page.goto('/checkout?checkout=co_00000000-0000-4000-8000-000000000000');
+    await page.getByText(/No checkout co_0{8}/).waitFor({ timeout: WAIT_MS });
+    await page.getByRole('link', { name: /^Checkout \(/ }).click();
+    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+    expect(await checkoutKeyOf(page)).toMatch(/^co_[0-9a-f]{8}-(?!0000)/);
+  });
+
+  it('a stored cart the shop cannot sell is mended: one line per product, within the limit, known products only', async () => {
+    const { page } = await shopper({ fill: false });
+    await page.evaluate(() =>
+      localStorage.setItem(
+        'idem-demo-cart',
+        JSON.stringify([
+          { productId: 'mug', quantity: 20 },
+          { productId: 'mug', quantity: 20 },
+          { productId: 'gone', quantity: 1 },
+          { productId: 'honey', quantity: -3 },
+        ]),
+      ),
+    );
+    await page.goto('/checkout');
+    await page.getByTestId('cart-total').getByText('€360.00').waitFor({ timeout: WAIT_MS });
+    await page.getByRole('link', { name: 'Checkout (20)' }).waitFor({ timeout: WAIT_MS });
+    expect(await cartOf(page)).toEqual([{ productId: 'mug', quantity: 20 }]);
+  });
+
   it('stops at 20 of one product, and that checkout opens', async () => {
     const { page } = await shopper({ fill: false });
     const add = page.getByTestId('product-mug').getByRole('button', { name: 'Add to cart' });

@@ -35,14 +35,17 @@ function parseCart(raw: string | null): readonly CartItem[] {
     return EMPTY;
   }
   if (!Array.isArray(parsed)) return EMPTY;
-  const items = parsed.filter(
-    (item): item is CartItem =>
-      typeof item === 'object' &&
-      item !== null &&
-      typeof item.productId === 'string' &&
-      Number.isInteger(item.quantity) &&
-      item.quantity > 0,
-  );
+  // One line per product, within the limit: what the server would refuse never gets there.
+  const quantities = new Map<string, number>();
+  for (const item of parsed) {
+    if (typeof item !== 'object' || item === null) continue;
+    const { productId, quantity } = item as Partial<CartItem>;
+    if (typeof productId !== 'string' || !Number.isInteger(quantity) || quantity! <= 0) continue;
+    quantities.set(productId, Math.min((quantities.get(productId) ?? 0) + quantity!, MAX_QUANTITY));
+  }
+  const items = [...quantities]
+    .slice(0, MAX_LINES)
+    .map(([productId, quantity]) => ({ productId, quantity }));
   return items.length === 0 ? EMPTY : items;
 }
 
@@ -70,6 +73,11 @@ function setQuantity(productId: string, quantity: number) {
       )
       .filter((item) => item.quantity > 0),
   );
+}
+
+/** Keeps only the lines of products in `sold`: the others can no longer be bought. */
+function retainProducts(sold: ReadonlySet<string>) {
+  write(read().filter((item) => sold.has(item.productId)));
 }
 
 /** Tells this tab's listeners about a change, here or (a `storage` event) in another tab. */
@@ -107,6 +115,7 @@ export function useCart() {
       setQuantity(productId, existing.quantity + 1);
     },
     setQuantity,
+    retainProducts,
     /**
      * A checkout of this cart was paid: its lines leave the cart, and what is left (added
      * after that checkout was opened, in this tab or another) becomes a new cart, with a new

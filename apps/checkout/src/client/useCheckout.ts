@@ -1,6 +1,7 @@
 import { isTransientError } from '@idem/client';
 import { skipToken, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useCallback, useEffect, useState } from 'react';
+import { useSearchParams } from 'next/navigation';
+import { useCallback, useEffect, useRef, useState } from 'react';
 import type { CheckoutView } from '@/server/checkoutIntents';
 import { type CartItem, cartId, isThisCart, useCart } from './cart';
 import { useTRPC, useTRPCClient } from './trpc';
@@ -40,16 +41,29 @@ export function useCheckout(): CheckoutState {
   /** undefined until the link was read (in the browser); null: the link names none. */
   const [linked, setLinked] = useState<string | null | undefined>(undefined);
   const [opened, setOpened] = useState<string | null>(null);
+  /** The checkout this page opened and put in its link itself. */
+  const shown = useRef<string | null>(null);
+  /** Counts the page's visits to its link: each one without a checkout opens the cart's. */
+  const [visit, setVisit] = useState(0);
   const [problem, setProblem] = useState<string | null>(null);
 
+  // An empty `?checkout=` names none: the cart's checkout opens.
+  const linkParam = useSearchParams().get('checkout') || null;
   useEffect(() => {
-    // An empty `?checkout=` names none: the cart's checkout opens.
-    setLinked(new URLSearchParams(window.location.search).get('checkout') || null);
-  }, []);
+    // The page's own replaceState (below) changes nothing; a navigation to another link
+    // (the header's Checkout, a pasted link) shows what that link names.
+    if (linkParam !== null && linkParam === shown.current) return;
+    shown.current = null;
+    setOpened(null);
+    setProblem(null);
+    setLinked(linkParam);
+    setVisit((count) => count + 1);
+  }, [linkParam]);
 
   const show = useCallback(
     (view: CheckoutView) => {
       queryClient.setQueryData(trpc.checkout.get.queryKey({ checkoutId: view.id }), view);
+      shown.current = view.id;
       setOpened(view.id);
       setLinked(null);
       replaceSearchParam('checkout', view.id);
@@ -59,7 +73,8 @@ export function useCheckout(): CheckoutState {
 
   const items = JSON.stringify(cart.items);
   useEffect(() => {
-    if (linked !== null) return;
+    // Not before the link was read (visit 0), nor while it names a checkout.
+    if (visit === 0 || linked !== null) return;
     const cartItems = JSON.parse(items) as typeof cart.items;
     // An emptied cart (just paid) keeps the page on its checkout.
     if (cartItems.length === 0) return;
@@ -75,7 +90,7 @@ export function useCheckout(): CheckoutState {
     return () => {
       current = false;
     };
-  }, [linked, items, client, show]);
+  }, [linked, items, client, show, visit]);
 
   const checkoutId = linked ?? opened;
   const query = useQuery(
@@ -102,6 +117,7 @@ export function useCheckout(): CheckoutState {
     cartChanged:
       checkout !== undefined &&
       checkout.status !== 'paid' &&
+      checkout.otherPayment === null &&
       cart.items.length > 0 &&
       isThisCart(checkout.cartId) &&
       !sameLines(checkout.lines, cart.items),

@@ -103,7 +103,27 @@ export function CheckoutForm({
     <div className="card" data-testid="checkout-form">
       <h2>Pay</h2>
       {/* While this tab's own Pay is out or ended without an answer, Pay stays: it finds out. */}
-      {status === 'paid' && checkout?.orderId && !paying && !error ? (
+      {checkout?.otherPayment && (status === 'open' || status === 'declined') && !paying ? (
+        <div className="notice warn" data-testid="paid-elsewhere">
+          {checkout.otherPayment.status === 'paid' ? (
+            <>
+              <strong>This cart was already paid</strong> with another checkout (before Back, or in
+              another tab). A cart is paid once, so nothing here is charged.{' '}
+              {checkout.otherPayment.orderId && (
+                <Link href={`/orders/${checkout.otherPayment.orderId}?already=1`}>
+                  See the order
+                </Link>
+              )}
+            </>
+          ) : (
+            <>
+              <strong>Another checkout of this cart is being paid</strong> (before Back, or in
+              another tab). A cart is paid once.{' '}
+              <a href={`/checkout?checkout=${checkout.otherPayment.checkoutId}`}>Follow that one</a>
+            </>
+          )}
+        </div>
+      ) : status === 'paid' && checkout?.orderId && !paying && !error ? (
         <div className="notice ok" data-testid="already-paid">
           <strong>Already paid.</strong> This cart's checkout was paid (from this tab, another tab
           or another browser): order {shortKey(checkout.orderId)}. Nothing more will be charged.{' '}

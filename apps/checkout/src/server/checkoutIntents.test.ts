@@ -5,6 +5,8 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  CartPaidElsewhereError,
+  checkoutView,
   findCheckout,
   markCheckout,
   openCheckout,
@@ -120,6 +122,45 @@ for (const [name, open] of Object.entries(backends)) {
       expect(next[0]).toMatchObject({ status: 'open', cardNumber: '5555 5555 5555 4444' });
       expect(next[0]?.id).not.toBe(declined.id);
       expect((await findCheckout(db, declined.id))?.status).toBe('declined');
+    });
+
+    it('a cart is paid once: its other checkouts wait while one is paid, and never pay after', async () => {
+      // An older cart version (Back) and the current one, both open.
+      const older = await openCheckout(db, cart([mug], 'cart-once'));
+      const current = await openCheckout(db, cart([mug, tea], 'cart-once'));
+      const both = await Promise.allSettled([
+        startPayment(db, older.id),
+        startPayment(db, current.id),
+      ]);
+      const started = both.filter((result) => result.status === 'fulfilled');
+      expect(started).toHaveLength(1);
+      const winner = (
+        started[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof startPayment>>>
+      ).value!;
+      const loser = winner.id === older.id ? current : older;
+      const refusal = (both.find((result) => result.status === 'rejected') as PromiseRejectedResult)
+        .reason;
+      expect(refusal).toBeInstanceOf(CartPaidElsewhereError);
+      expect(refusal).toMatchObject({ checkoutId: winner.id, status: 'paying' });
+      expect((await findCheckout(db, loser.id))?.status).toBe('open');
+      expect((await checkoutView(db, loser)).otherPayment).toMatchObject({
+        checkoutId: winner.id,
+        status: 'paying',
+      });
+
+      await markCheckout(db, winner.id, { status: 'paid', orderId: 'order-once' });
+      await expect(startPayment(db, loser.id)).rejects.toMatchObject({ status: 'paid' });
+      // A retry of the paid one's own payment still finds it (a replay, a takeover).
+      expect((await startPayment(db, winner.id))?.status).toBe('paid');
+    });
+
+    it('a declined checkout leaves the cart to be paid through another', async () => {
+      const first = await openCheckout(db, cart([tea], 'cart-after-decline'));
+      const second = await openCheckout(db, cart([tea, mug], 'cart-after-decline'));
+      await startPayment(db, first.id);
+      await markCheckout(db, first.id, { status: 'declined' });
+      expect((await startPayment(db, second.id))?.status).toBe('paying');
+      expect((await checkoutView(db, second)).otherPayment).toBeNull();
     });
 
     it('an unknown checkout is undefined, not an error', async () => {

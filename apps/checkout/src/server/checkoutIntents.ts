@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, desc, eq, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, ne, sql } from 'drizzle-orm';
 import type { AppDatabase } from './db/openDatabase';
 import { type CheckoutStatus, checkouts, type OrderLine } from './db/schema';
 
@@ -17,6 +17,11 @@ export interface CheckoutView {
   email: string | null;
   cardLast4: string | null;
   simulate: { crashAfterCharge: boolean; redeliverEvent: boolean };
+  /**
+   * Another checkout of the same cart that is paid or being paid (Back to an older cart
+   * version, another tab): a cart is paid once, so this one can no longer be.
+   */
+  otherPayment: { checkoutId: string; status: 'paying' | 'paid'; orderId: string | null } | null;
 }
 
 export interface PaymentDetails {
@@ -36,7 +41,43 @@ export function toView(row: CheckoutRow): CheckoutView {
     email: row.email,
     cardLast4: row.cardNumber ? row.cardNumber.replace(/\D/g, '').slice(-4) : null,
     simulate: { crashAfterCharge: row.crashAfterCharge, redeliverEvent: row.redeliverEvent },
+    otherPayment: null,
   };
+}
+
+/** A checkout as its page shows it: with the cart's other payment, if there is one. */
+export async function checkoutView(db: AppDatabase, row: CheckoutRow): Promise<CheckoutView> {
+  const [other] = await db
+    .select({ checkoutId: checkouts.id, status: checkouts.status, orderId: checkouts.orderId })
+    .from(checkouts)
+    .where(
+      and(
+        eq(checkouts.sessionId, row.sessionId),
+        eq(checkouts.cartId, row.cartId),
+        ne(checkouts.id, row.id),
+        sql`${checkouts.status} in ('paying', 'paid')`,
+      ),
+    )
+    .limit(1);
+  return {
+    ...toView(row),
+    otherPayment: other ? { ...other, status: other.status as 'paying' | 'paid' } : null,
+  };
+}
+
+/** Pay refused: another checkout of the same cart is paid, or being paid. */
+export class CartPaidElsewhereError extends Error {
+  constructor(
+    readonly checkoutId: string,
+    readonly status: 'paying' | 'paid',
+  ) {
+    super(
+      status === 'paid'
+        ? `This cart was already paid with another checkout (${checkoutId}); nothing more is charged. Open the checkout from the cart for anything left in it.`
+        : `Another checkout of this cart (${checkoutId}) is being paid; a cart is paid once. Open that checkout to follow it.`,
+    );
+    this.name = 'CartPaidElsewhereError';
+  }
 }
 
 /** The same lines in any order, or split over two entries, are the same cart version. */
@@ -121,14 +162,34 @@ export async function prepareCheckout(
   return prepareCheckout(db, next.id, details);
 }
 
-/** The payment starts: the details are frozen (open → paying); returns the checkout as paid. */
+/**
+ * The payment starts: the details are frozen (open → paying); returns the checkout as paid.
+ * A cart is paid once: every checkout of the cart is locked, in id order (so two starting at
+ * once take turns, never deadlock), and if another one is paid or being paid, this one
+ * does not start (`CartPaidElsewhereError`). An older cart version (Back) or a second tab's
+ * checkout would otherwise charge the same items again.
+ */
 export async function startPayment(db: AppDatabase, id: string): Promise<CheckoutRow | undefined> {
-  const [frozen] = await db
-    .update(checkouts)
-    .set({ status: 'paying' })
-    .where(and(eq(checkouts.id, id), eq(checkouts.status, 'open')))
-    .returning();
-  return frozen ?? findCheckout(db, id);
+  return db.transaction(async (tx) => {
+    const [target] = await tx.select().from(checkouts).where(eq(checkouts.id, id));
+    if (target?.status !== 'open') return target;
+    const cart = await tx
+      .select({ id: checkouts.id, status: checkouts.status })
+      .from(checkouts)
+      .where(and(eq(checkouts.sessionId, target.sessionId), eq(checkouts.cartId, target.cartId)))
+      .orderBy(asc(checkouts.id))
+      .for('update');
+    const other = cart.find(
+      (row) => row.id !== id && (row.status === 'paying' || row.status === 'paid'),
+    );
+    if (other) throw new CartPaidElsewhereError(other.id, other.status as 'paying' | 'paid');
+    const [frozen] = await tx
+      .update(checkouts)
+      .set({ status: 'paying' })
+      .where(and(eq(checkouts.id, id), eq(checkouts.status, 'open')))
+      .returning();
+    return frozen ?? (await tx.select().from(checkouts).where(eq(checkouts.id, id)))[0];
+  });
 }
 
 export async function markCheckout(

@@ -1,3 +1,4 @@
+import { Suspense } from 'react';
 import { CheckoutPanel } from '@/components/CheckoutPanel';
 
 export default function CheckoutPage() {
@@ -8,7 +9,10 @@ export default function CheckoutPage() {
         Turn on some chaos, press Pay, and watch the panel: however many times the request is sent,
         from however many tabs or browsers, the card is charged once.
       </p>
-      <CheckoutPanel />
+      {/* The panel reads the link's ?checkout= in the browser. */}
+      <Suspense fallback={<p className="hint">Opening the checkout…</p>}>
+        <CheckoutPanel />
+      </Suspense>
     </>
   );
 }

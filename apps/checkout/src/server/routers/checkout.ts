@@ -5,7 +5,9 @@ import { eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
 import { MAX_LINES, MAX_QUANTITY } from '../../cartLimits';
 import {
+  CartPaidElsewhereError,
   type CheckoutRow,
+  checkoutView,
   findCheckout,
   markCheckout,
   openCheckout,
@@ -101,7 +103,10 @@ export const checkoutRouter = router({
   get: publicProcedure
     .input(z.object({ checkoutId }))
     .query(async ({ ctx, input }) =>
-      toView(found(await findCheckout(ctx.runtime.db, input.checkoutId), input.checkoutId)),
+      checkoutView(
+        ctx.runtime.db,
+        found(await findCheckout(ctx.runtime.db, input.checkoutId), input.checkoutId),
+      ),
     ),
 
   /**
@@ -134,7 +139,7 @@ export const checkoutRouter = router({
     .mutation(async ({ ctx, input }) => {
       const { idempotency, runtime } = ctx;
       // Freezes the details (open → paying): later edits go nowhere, retries use these.
-      const checkout = found(await startPayment(runtime.db, input.checkoutId), input.checkoutId);
+      const checkout = found(await payable(runtime.db, input.checkoutId), input.checkoutId);
       const { email, cardNumber, totalCents, lines } = checkout;
       if (!email || !cardNumber) {
         // Released, not stored (428): the checkout can still be paid once it has details.
@@ -210,11 +215,43 @@ export const checkoutRouter = router({
   }),
 });
 
+/**
+ * `startPayment`, with a cart paid through another checkout as tRPC's answer: stored with
+ * the key when that payment is done (this checkout can never be paid), released while it
+ * is under way (it may still be declined, and this checkout paid after all).
+ */
+async function payable(db: AppDatabase, id: string): Promise<CheckoutRow | undefined> {
+  try {
+    return await startPayment(db, id);
+  } catch (error) {
+    if (!(error instanceof CartPaidElsewhereError)) throw error;
+    throw new TRPCError({
+      code: error.status === 'paid' ? 'CONFLICT' : 'PRECONDITION_REQUIRED',
+      message: error.message,
+      cause: error,
+    });
+  }
+}
+
 async function priceCart(db: AppDatabase, items: z.infer<typeof cartItems>): Promise<OrderLine[]> {
-  const ids = [...new Set(items.map((item) => item.productId))];
+  // One line per product: two lines of one product count together against the limit.
+  const quantities = new Map<string, number>();
+  for (const item of items) {
+    quantities.set(item.productId, (quantities.get(item.productId) ?? 0) + item.quantity);
+  }
+  for (const quantity of quantities.values()) {
+    if (quantity > MAX_QUANTITY) {
+      throw new TRPCError({
+        code: 'BAD_REQUEST',
+        message: `At most ${MAX_QUANTITY} of one product per order.`,
+      });
+    }
+  }
+  const merged = [...quantities].map(([productId, quantity]) => ({ productId, quantity }));
+  const ids = [...quantities.keys()];
   const found = await db.select().from(products).where(inArray(products.id, ids));
   const byId = new Map(found.map((product) => [product.id, product]));
-  return items.map((item) => {
+  return merged.map((item) => {
     const product = byId.get(item.productId);
     if (!product) {
       throw new TRPCError({ code: 'BAD_REQUEST', message: `Unknown product "${item.productId}".` });
