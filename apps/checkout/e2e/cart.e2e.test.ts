@@ -144,6 +144,26 @@ describe('the cart', () => {
     expect(record).toBeNull();
   });
 
+  it('ten submits in one task send one Pay', async () => {
+    const customer = await shopper();
+    const { page } = customer;
+    await page.goto('/checkout');
+    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+    const key = await checkoutKeyOf(page);
+    const pays: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('checkout.pay')) pays.push(request.url());
+    });
+    await page.evaluate(() => {
+      const form = document.querySelector('[data-testid=checkout-form] form') as HTMLFormElement;
+      for (let count = 0; count < 10; count++) form.requestSubmit();
+    });
+    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+    expect(pays).toHaveLength(1);
+    const { charges } = await customer.api.demo.checkout.query({ key });
+    expect(charges.filter((charge) => charge.outcome === 'charged')).toHaveLength(1);
+  });
+
   it('says so when a link names no checkout, and an empty one opens the cart’s', async () => {
     const { page } = await shopper();
     await page.goto('/checkout?checkout=co_00000000-0000-4000-8000-000000000000');

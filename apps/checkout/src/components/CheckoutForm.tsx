@@ -5,7 +5,7 @@ import { useQueryClient } from '@tanstack/react-query';
 import type { TRPCClientErrorLike } from '@trpc/client';
 import Link from 'next/link';
 import { useRouter } from 'next/navigation';
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { attemptLog } from '@/client/attemptLog';
 import { isThisCart, useCart } from '@/client/cart';
 import { describeChaos } from '@/client/chaos';
@@ -38,6 +38,8 @@ export function CheckoutForm({
   const [email, setEmail] = useState('ada@example.com');
   const [cardNumber, setCardNumber] = useState('4242 4242 4242 4242');
   const [paying, setPaying] = useState(false);
+  /** Set at once, where `paying` waits for a render: submits in one task send one Pay. */
+  const submitting = useRef(false);
   const [error, setError] = useState<PayError | null>(null);
 
   // Paid (here, in another tab or in another browser): what it bought leaves this browser's
@@ -48,7 +50,8 @@ export function CheckoutForm({
   }, [paid, cart]);
 
   const submit = async () => {
-    if (!checkout) return;
+    if (!checkout || submitting.current) return;
+    submitting.current = true;
     setPaying(true);
     setError(null);
     try {
@@ -92,6 +95,7 @@ export function CheckoutForm({
     } catch (failure) {
       setError(failure as PayError);
     } finally {
+      submitting.current = false;
       setPaying(false);
       queryClient.invalidateQueries({ queryKey: trpc.checkout.pathKey() });
       queryClient.invalidateQueries({ queryKey: trpc.demo.pathKey() });

@@ -42,11 +42,11 @@ const checkoutId = z
 const cartItems = z
   .array(
     z.object({
-      productId: z.string().max(40),
+      productId: z.string().max(40, 'A product id has at most 40 characters.'),
       quantity: z
         .number()
-        .int()
-        .min(1)
+        .int('A quantity is a whole number.')
+        .min(1, 'A quantity is at least 1.')
         .max(MAX_QUANTITY, `At most ${MAX_QUANTITY} of one product per order.`),
     }),
   )
