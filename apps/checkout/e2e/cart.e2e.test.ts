@@ -1,3 +1,4 @@
+import type { Page } from 'playwright-core';
 import { describe, expect, inject, it } from 'vitest';
 import { checkoutKeyOf, screenshot, shoppersIn, WAIT_MS } from './shopper';
 
@@ -8,8 +9,15 @@ import { checkoutKeyOf, screenshot, shoppersIn, WAIT_MS } from './shopper';
 const baseUrl = inject('baseUrl');
 const shopper = shoppersIn(baseUrl);
 
+/** Opens the checkout of the default cart (sencha + mug, €30.50); returns its key. */
+async function atCheckout(page: Page): Promise<string> {
+  await page.goto('/checkout');
+  await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+  return checkoutKeyOf(page);
+}
+
 /** The cart as this browser stores it. */
-async function cartOf(page: import('playwright-core').Page) {
+async function cartOf(page: Page) {
   return page.evaluate(() => JSON.parse(localStorage.getItem('idem-demo-cart') ?? '[]'));
 }
 
@@ -17,9 +25,7 @@ describe('the cart', () => {
   it('paying an older checkout (Back) keeps what was added since: it is not charged, nor lost', async () => {
     const customer = await shopper(); // sencha + mug: €30.50
     const { page } = customer;
-    await page.goto('/checkout');
-    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
-    const older = await checkoutKeyOf(page);
+    const older = await atCheckout(page);
 
     await page.getByRole('link', { name: 'Products' }).click();
     await page.waitForURL((url) => url.pathname === '/', { timeout: WAIT_MS });
@@ -49,9 +55,7 @@ describe('the cart', () => {
   it('a cart is paid once: after its older checkout was paid, the newer one cannot charge the same items', async () => {
     const customer = await shopper(); // sencha + mug
     const { page } = customer;
-    await page.goto('/checkout');
-    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
-    const older = await checkoutKeyOf(page);
+    const older = await atCheckout(page);
     await page.getByRole('link', { name: 'Products' }).click();
     await page.getByTestId('product-honey').getByRole('button', { name: 'Add to cart' }).click();
     await page.getByRole('link', { name: /^Checkout \(/ }).click();
@@ -124,9 +128,7 @@ describe('the cart', () => {
   it('answers a refused email or card number with the rule, not JSON, and charges nothing', async () => {
     const customer = await shopper();
     const { page } = customer;
-    await page.goto('/checkout');
-    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
-    const key = await checkoutKeyOf(page);
+    const key = await atCheckout(page);
 
     await page.locator('input[name=email]').fill('<b>שלום</b> 🙂');
     await page.locator('input[name=email]').press('Enter'); // Enter pays, as the button does
@@ -147,9 +149,7 @@ describe('the cart', () => {
   it('ten submits in one task send one Pay', async () => {
     const customer = await shopper();
     const { page } = customer;
-    await page.goto('/checkout');
-    await page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
-    const key = await checkoutKeyOf(page);
+    const key = await atCheckout(page);
     const pays: string[] = [];
     page.on('request', (request) => {
       if (request.url().includes('checkout.pay')) pays.push(request.url());
