@@ -1,6 +1,6 @@
 import { intentKey } from '@idem/client';
 import { useSyncExternalStore } from 'react';
-import { MAX_LINES, MAX_QUANTITY } from '@/cartLimits';
+import { MAX_LINES, MAX_QUANTITY, quantitiesByProduct } from '@/cartLimits';
 
 export interface CartItem {
   productId: string;
@@ -36,16 +36,17 @@ function parseCart(raw: string | null): readonly CartItem[] {
   }
   if (!Array.isArray(parsed)) return EMPTY;
   // One line per product, within the limit: what the server would refuse never gets there.
-  const quantities = new Map<string, number>();
-  for (const item of parsed) {
-    if (typeof item !== 'object' || item === null) continue;
-    const { productId, quantity } = item as Partial<CartItem>;
-    if (typeof productId !== 'string' || !Number.isInteger(quantity) || quantity! <= 0) continue;
-    quantities.set(productId, Math.min((quantities.get(productId) ?? 0) + quantity!, MAX_QUANTITY));
-  }
-  const items = [...quantities]
+  const valid = parsed.filter(
+    (item): item is CartItem =>
+      typeof item === 'object' &&
+      item !== null &&
+      typeof item.productId === 'string' &&
+      Number.isInteger(item.quantity) &&
+      item.quantity > 0,
+  );
+  const items = [...quantitiesByProduct(valid)]
     .slice(0, MAX_LINES)
-    .map(([productId, quantity]) => ({ productId, quantity }));
+    .map(([productId, quantity]) => ({ productId, quantity: Math.min(quantity, MAX_QUANTITY) }));
   return items.length === 0 ? EMPTY : items;
 }
 

@@ -2,6 +2,7 @@ import { isTransientError } from '@idem/client';
 import { skipToken, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useSearchParams } from 'next/navigation';
 import { useCallback, useEffect, useRef, useState } from 'react';
+import { quantitiesByProduct } from '@/cartLimits';
 import type { CheckoutView } from '@/server/checkoutIntents';
 import { type CartItem, cartId, isThisCart, useCart } from './cart';
 import { useTRPC, useTRPCClient } from './trpc';
@@ -125,10 +126,10 @@ export function useCheckout(): CheckoutState {
 }
 
 function sameLines(lines: readonly CartItem[], items: readonly CartItem[]): boolean {
+  const ordered = quantitiesByProduct(lines);
+  const held = quantitiesByProduct(items);
   return (
-    lines.length === items.length &&
-    lines.every((line) =>
-      items.some((item) => item.productId === line.productId && item.quantity === line.quantity),
-    )
+    ordered.size === held.size &&
+    [...ordered].every(([productId, quantity]) => held.get(productId) === quantity)
   );
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { and, asc, desc, eq, ne, sql } from 'drizzle-orm';
+import { quantitiesByProduct } from '../cartLimits';
 import type { AppDatabase } from './db/openDatabase';
 import { type CheckoutStatus, checkouts, type OrderLine } from './db/schema';
 
@@ -45,23 +46,43 @@ export function toView(row: CheckoutRow): CheckoutView {
   };
 }
 
-/** A checkout as its page shows it: with the cart's other payment, if there is one. */
-export async function checkoutView(db: AppDatabase, row: CheckoutRow): Promise<CheckoutView> {
-  const [other] = await db
-    .select({ checkoutId: checkouts.id, status: checkouts.status, orderId: checkouts.orderId })
+/**
+ * Every checkout of the cart that checkout `id` was opened for, itself included, in id
+ * order, in one statement; with `lock`, locked for update in that order.
+ */
+function cartCheckouts(db: Pick<AppDatabase, 'select'>, id: string, lock: boolean) {
+  const query = db
+    .select()
     .from(checkouts)
     .where(
-      and(
-        eq(checkouts.sessionId, row.sessionId),
-        eq(checkouts.cartId, row.cartId),
-        ne(checkouts.id, row.id),
-        sql`${checkouts.status} in ('paying', 'paid')`,
-      ),
+      sql`(${checkouts.sessionId}, ${checkouts.cartId}) = (select session_id, cart_id from ${checkouts} where id = ${id})`,
     )
-    .limit(1);
+    .orderBy(asc(checkouts.id));
+  return lock ? query.for('update') : query;
+}
+
+/** Of a cart's checkouts, one other than `id` that is paid or being paid. */
+function otherPaymentIn(cart: readonly CheckoutRow[], id: string) {
+  const other = cart.find(
+    (row) => row.id !== id && (row.status === 'paying' || row.status === 'paid'),
+  );
+  return other && { ...other, status: other.status as 'paying' | 'paid' };
+}
+
+/** A checkout as its page shows it, with the cart's other payment if there is one. */
+export async function findCheckoutView(
+  db: AppDatabase,
+  id: string,
+): Promise<CheckoutView | undefined> {
+  const cart = await cartCheckouts(db, id, false);
+  const row = cart.find((checkout) => checkout.id === id);
+  if (!row) return undefined;
+  const other = otherPaymentIn(cart, id);
   return {
     ...toView(row),
-    otherPayment: other ? { ...other, status: other.status as 'paying' | 'paid' } : null,
+    otherPayment: other
+      ? { checkoutId: other.id, status: other.status, orderId: other.orderId }
+      : null,
   };
 }
 
@@ -82,11 +103,9 @@ export class CartPaidElsewhereError extends Error {
 
 /** The same lines in any order, or split over two entries, are the same cart version. */
 function cartHash(lines: readonly OrderLine[]): string {
-  const quantities = new Map<string, number>();
-  for (const line of lines) {
-    quantities.set(line.productId, (quantities.get(line.productId) ?? 0) + line.quantity);
-  }
-  const canonical = [...quantities].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const canonical = [...quantitiesByProduct(lines)].sort(([a], [b]) =>
+    a < b ? -1 : a > b ? 1 : 0,
+  );
   return createHash('sha256').update(JSON.stringify(canonical)).digest('hex');
 }
 
@@ -171,24 +190,18 @@ export async function prepareCheckout(
  */
 export async function startPayment(db: AppDatabase, id: string): Promise<CheckoutRow | undefined> {
   return db.transaction(async (tx) => {
-    const [target] = await tx.select().from(checkouts).where(eq(checkouts.id, id));
+    const cart = await cartCheckouts(tx, id, true);
+    const target = cart.find((checkout) => checkout.id === id);
     if (target?.status !== 'open') return target;
-    const cart = await tx
-      .select({ id: checkouts.id, status: checkouts.status })
-      .from(checkouts)
-      .where(and(eq(checkouts.sessionId, target.sessionId), eq(checkouts.cartId, target.cartId)))
-      .orderBy(asc(checkouts.id))
-      .for('update');
-    const other = cart.find(
-      (row) => row.id !== id && (row.status === 'paying' || row.status === 'paid'),
-    );
-    if (other) throw new CartPaidElsewhereError(other.id, other.status as 'paying' | 'paid');
+    const other = otherPaymentIn(cart, id);
+    if (other) throw new CartPaidElsewhereError(other.id, other.status);
+    // Locked and open: this update is the one that starts the payment.
     const [frozen] = await tx
       .update(checkouts)
       .set({ status: 'paying' })
-      .where(and(eq(checkouts.id, id), eq(checkouts.status, 'open')))
+      .where(eq(checkouts.id, id))
       .returning();
-    return frozen ?? (await tx.select().from(checkouts).where(eq(checkouts.id, id)))[0];
+    return frozen;
   });
 }
 

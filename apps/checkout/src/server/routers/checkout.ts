@@ -3,12 +3,11 @@ import { idempotent } from '@idem/server';
 import { TRPCError } from '@trpc/server';
 import { eq, inArray } from 'drizzle-orm';
 import { z } from 'zod';
-import { MAX_LINES, MAX_QUANTITY } from '../../cartLimits';
+import { MAX_LINES, MAX_QUANTITY, quantitiesByProduct } from '../../cartLimits';
 import {
   CartPaidElsewhereError,
   type CheckoutRow,
-  checkoutView,
-  findCheckout,
+  findCheckoutView,
   markCheckout,
   openCheckout,
   prepareCheckout,
@@ -70,7 +69,7 @@ export const paymentDetails = z.object({
 
 export type PaymentDetailsInput = z.input<typeof paymentDetails>;
 
-function found(row: CheckoutRow | undefined, id: string): CheckoutRow {
+function found<T>(row: T | undefined, id: string): T {
   if (!row) {
     throw new TRPCError({
       code: 'NOT_FOUND',
@@ -103,10 +102,7 @@ export const checkoutRouter = router({
   get: publicProcedure
     .input(z.object({ checkoutId }))
     .query(async ({ ctx, input }) =>
-      checkoutView(
-        ctx.runtime.db,
-        found(await findCheckout(ctx.runtime.db, input.checkoutId), input.checkoutId),
-      ),
+      found(await findCheckoutView(ctx.runtime.db, input.checkoutId), input.checkoutId),
     ),
 
   /**
@@ -235,10 +231,7 @@ async function payable(db: AppDatabase, id: string): Promise<CheckoutRow | undef
 
 async function priceCart(db: AppDatabase, items: z.infer<typeof cartItems>): Promise<OrderLine[]> {
   // One line per product: two lines of one product count together against the limit.
-  const quantities = new Map<string, number>();
-  for (const item of items) {
-    quantities.set(item.productId, (quantities.get(item.productId) ?? 0) + item.quantity);
-  }
+  const quantities = quantitiesByProduct(items);
   for (const quantity of quantities.values()) {
     if (quantity > MAX_QUANTITY) {
       throw new TRPCError({
