@@ -1,5 +1,5 @@
 // @vitest-environment happy-dom
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { idempotencyHeaders, retryingIdempotencyLink } from '@idem/client';
@@ -13,6 +13,7 @@ import { act, type ComponentType, createElement } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { readmeBlocks } from './readmeBlocks.js';
 
 declare global {
   var IS_REACT_ACT_ENVIRONMENT: boolean | undefined;
@@ -36,35 +37,13 @@ import type { AppRouter } from '../test/readmeReactSnippets.test.js';
 export const { TRPCProvider, useTRPC } = createTRPCContext<AppRouter>();
 `;
 
-function tsxBlocks(readme: string) {
-  const lines = readFileSync(`${root}${readme}`, 'utf8').split('\n');
-  const found: { readme: string; line: number; code: string; component: string }[] = [];
-  for (let index = 0; index < lines.length; index++) {
-    if (lines[index]!.trim() !== '```tsx') continue;
-    const start = index + 1;
-    let end = start;
-    while (lines[end]!.trim() !== '```') end++;
-    const code = lines.slice(start, end).join('\n');
-    const component = /export function (\w+)/.exec(code)?.[1];
-    if (!component) throw new Error(`${readme}:${start}: a tsx block exports no component`);
-    found.push({ readme, line: start, code, component });
-    index = end;
-  }
-  return found;
-}
-
-const readmes = [
-  'README.md',
-  ...readdirSync(`${root}packages`).map((name) => `packages/${name}/README.md`),
-].filter((path) => {
-  try {
-    readFileSync(`${root}${path}`);
-    return true;
-  } catch {
-    return false;
-  }
+/** Every ```tsx block, with the name of the component it exports. */
+const blocks = readmeBlocks(root, 'tsx').map((block) => {
+  const component = /export function (\w+)/.exec(block.code)?.[1];
+  if (!component)
+    throw new Error(`${block.readme}:${block.line}: a tsx block exports no component`);
+  return { ...block, component };
 });
-const blocks = readmes.flatMap(tsxBlocks);
 
 /** The props each README component is rendered with, by its name. */
 const PROPS: Record<string, Record<string, unknown>> = {

@@ -1,8 +1,9 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { readmeBlocks } from './readmeBlocks.js';
 
 const run = promisify(execFile);
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -17,36 +18,7 @@ const SNIPPET_TIMEOUT_MS = 300_000;
 const tsx = `${packageDir}node_modules/.bin/tsx`;
 const vitest = `${root}node_modules/.bin/vitest`;
 const tsc = `${root}node_modules/.bin/tsc`;
-/** The root README and each package's, relative to the repository root. */
-const readmes = [
-  'README.md',
-  ...readdirSync(`${root}packages`)
-    .map((name) => `packages/${name}/README.md`)
-    .filter((path) => existsSync(`${root}${path}`)),
-];
-
-/** Every ```<language> block of the README (`ts` by default), named after the heading above it. */
-function snippets(markdown: string, language = 'ts') {
-  const found: { heading: string; code: string; line: number }[] = [];
-  let heading = '(top)';
-  const lines = markdown.split('\n');
-  for (let index = 0; index < lines.length; index++) {
-    const line = lines[index]!;
-    if (line.startsWith('#')) heading = line.replace(/^#+\s*/, '');
-    if (line.trim() === `\`\`\`${language}`) {
-      const start = index + 1;
-      let end = start;
-      while (end < lines.length && lines[end]!.trim() !== '```') end++;
-      found.push({ heading, code: lines.slice(start, end).join('\n'), line: start });
-      index = end;
-    }
-  }
-  return found;
-}
-
-const blocks = readmes.flatMap((readme) =>
-  snippets(readFileSync(`${root}${readme}`, 'utf8')).map((block) => ({ ...block, readme })),
-);
+const blocks = readmeBlocks(root, 'ts');
 const workDir = `${packageDir}.snippets`;
 rmSync(workDir, { recursive: true, force: true });
 mkdirSync(workDir, { recursive: true });
@@ -103,12 +75,7 @@ export type AppRouter = typeof appRouter;
 export const { TRPCProvider, useTRPC } = createTRPCContext<AppRouter>();
 `;
 
-const reactBlocks = readmes.flatMap((readme) =>
-  snippets(readFileSync(`${root}${readme}`, 'utf8'), 'tsx').map((block) => ({
-    ...block,
-    readme,
-  })),
-);
+const reactBlocks = readmeBlocks(root, 'tsx');
 
 describe('README React snippets compile as written', () => {
   it('has React snippets to compile', () => {
