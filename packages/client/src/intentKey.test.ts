@@ -1,7 +1,7 @@
 // @vitest-environment happy-dom
 import { isConfigurationError } from '@idem/core';
 import { manualClock } from '@idem/core/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { INTENT_KEY_PREFIX, type IntentStorage, intentKey } from './intentKey.js';
 
 afterEach(() => {
@@ -90,7 +90,50 @@ describe('intentKey', () => {
       removeItem: () => {},
     };
     const intent = intentKey({ intent: 'full', storage });
-    expect(intent.get()).toMatch(/^[0-9a-f-]{36}$/);
+    const key = intent.get();
+    expect(key).toMatch(/^[0-9a-f-]{36}$/);
+    // A second click on Pay must send the same key, or the server runs the payment twice.
+    expect(intent.peek()).toBe(key);
+    expect(intent.get()).toBe(key);
+    expect(intentKey({ intent: 'full', storage }).get()).toBe(key);
+    intent.settle();
+    expect(intent.peek()).toBeUndefined();
+    expect(intent.get()).not.toBe(key);
+  });
+
+  it('keeps the key for this page when localStorage is full (QuotaExceededError)', () => {
+    const full = vi.spyOn(localStorage, 'setItem').mockImplementation(() => {
+      throw new DOMException('The quota has been exceeded.', 'QuotaExceededError');
+    });
+    try {
+      const key = intentKey({ intent: 'cart:full' }).get();
+      expect(full).toHaveBeenCalled();
+      expect(localStorage.getItem(`${INTENT_KEY_PREFIX}cart:full`)).toBeNull();
+      expect(intentKey({ intent: 'cart:full' }).peek()).toBe(key);
+      expect(intentKey({ intent: 'cart:full' }).get()).toBe(key);
+    } finally {
+      full.mockRestore();
+      intentKey({ intent: 'cart:full' }).settle();
+    }
+  });
+
+  it('treats a storage that refuses to read as holding no key', () => {
+    const storage: IntentStorage = {
+      getItem: () => {
+        throw new DOMException('denied', 'SecurityError');
+      },
+      setItem: () => {
+        throw new DOMException('denied', 'SecurityError');
+      },
+      removeItem: () => {
+        throw new DOMException('denied', 'SecurityError');
+      },
+    };
+    const intent = intentKey({ intent: 'denied', storage });
+    const key = intent.get();
+    expect(intent.get()).toBe(key);
+    intent.settle();
+    expect(intent.peek()).toBeUndefined();
   });
 
   it('tells subscribers about settle() in this tab and changes made in another tab', async () => {

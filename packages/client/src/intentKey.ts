@@ -110,8 +110,14 @@ export function intentKey(options: IntentKeyOptions): IntentKey {
   };
 
   const peek = (): string | undefined => {
-    const entry = parse(storage().getItem(name));
-    return entry && entry.expiresAt > clock.now() ? entry.key : undefined;
+    // A key this page kept in memory, because the storage refused to write it, is the one
+    // this page already sent: it comes first, or the next get() would mint another.
+    const now = clock.now();
+    for (const raw of [memoryStorage.getItem(name), readItem(storage(), name)]) {
+      const entry = parse(raw);
+      if (entry && entry.expiresAt > now) return entry.key;
+    }
+    return undefined;
   };
 
   return {
@@ -121,12 +127,12 @@ export function intentKey(options: IntentKeyOptions): IntentKey {
       const live = peek();
       if (live !== undefined) return live;
       const target = storage();
-      removeExpired(target, clock.now());
       const entry: Entry = { key: createKey(), expiresAt: clock.now() + ttlMs };
       try {
+        removeExpired(target, clock.now());
         target.setItem(name, JSON.stringify(entry));
       } catch {
-        // Storage full or refused: the key still holds for this page.
+        // Storage full or refused: the key still holds for this page (peek() reads it).
         memoryStorage.setItem(name, JSON.stringify(entry));
       }
       // Later, not now: get() runs while React renders, and a listener must not update
@@ -135,8 +141,14 @@ export function intentKey(options: IntentKeyOptions): IntentKey {
       return entry.key;
     },
     settle() {
-      storage().removeItem(name);
+      const target = storage();
       memoryStorage.removeItem(name);
+      try {
+        target.removeItem(name);
+      } catch {
+        // A storage that refuses even this keeps the old entry: a later get() reuses the
+        // settled key, which the server answers from its stored outcome (never twice).
+      }
       notify(name);
     },
     subscribe(listener) {
@@ -179,6 +191,15 @@ function browserStorage(kind: 'local' | 'session'): Storage | undefined {
     return kind === 'local' ? window.localStorage : window.sessionStorage;
   } catch {
     return undefined;
+  }
+}
+
+/** An entry's text, or null where the storage refuses even to read (treated as no key). */
+function readItem(storage: IntentStorage, name: string): string | null {
+  try {
+    return storage.getItem(name);
+  } catch {
+    return null;
   }
 }
 
