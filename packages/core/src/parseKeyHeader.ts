@@ -3,8 +3,19 @@ import { IDEMPOTENCY_KEY_HEADER } from './wireFormat.js';
 
 const SPELLINGS =
   `Send one ${IDEMPOTENCY_KEY_HEADER} field, either as a Structured Field string ` +
-  '("8e03978e-40d5-43e8-bc93-6894a57f9324") or bare (8e03978e-40d5-43e8-bc93-6894a57f9324); ' +
-  'a key with a comma must be quoted.';
+  '("8e03978e-40d5-43e8-bc93-6894a57f9324") or bare (8e03978e-40d5-43e8-bc93-6894a57f9324), ' +
+  'with a key that holds no comma.';
+
+/** What a caller knows about the request's `Idempotency-Key` fields beyond their joined value. */
+export interface KeyHeaderFields {
+  /**
+   * How many `Idempotency-Key` fields the request carried, where the server gives the raw
+   * field list (node:http's `rawHeaders`); `undefined` where it only gives the joined value
+   * (fetch's `Headers`, most frameworks).
+   * @default undefined
+   */
+  fieldCount?: number | undefined;
+}
 
 /**
  * The key in an `Idempotency-Key` header value, unvalidated (pass it to `validateKey`).
@@ -15,10 +26,15 @@ const SPELLINGS =
  * (fetch's `Headers` and Node both join repeated fields so), so a comma outside a quoted
  * string means several keys: which one would be the call's? It throws `InvalidKeyError`
  * (reason `'malformed_header'`), as does a quoted string that is not terminated, has
- * another escape, or is followed by anything but whitespace. The message never echoes the
- * value.
+ * another escape, or is followed by anything but whitespace.
+ *
+ * A comma inside a quoted string is refused too unless `fieldCount` says the request had
+ * one field: the fields `"a` and `b"` arrive joined as `"a, b"`, which reads as one quoted
+ * key. The message never echoes the value.
  */
-export function parseKeyHeader(value: string): string {
+export function parseKeyHeader(value: string, fields: KeyHeaderFields = {}): string {
+  const { fieldCount } = fields;
+  if (fieldCount !== undefined && fieldCount > 1) throw manyFields();
   const text = value.trim();
   if (!text.startsWith('"')) {
     if (text.includes(',')) throw manyFields();
@@ -40,6 +56,7 @@ export function parseKeyHeader(value: string): string {
       const rest = text.slice(index + 1).trim();
       if (rest.startsWith(',')) throw manyFields();
       if (rest.length > 0) throw malformed('something follows the closing quote');
+      if (fieldCount !== 1 && key.includes(',')) throw joinedLookalike();
       return key;
     } else {
       key += char;
@@ -53,6 +70,16 @@ function manyFields(): InvalidKeyError {
     'malformed_header',
     `The request carries more than one ${IDEMPOTENCY_KEY_HEADER} (several fields, or a ` +
       `comma-separated list), so it names no single key. ${SPELLINGS}`,
+  );
+}
+
+function joinedLookalike(): InvalidKeyError {
+  return new InvalidKeyError(
+    'malformed_header',
+    `The ${IDEMPOTENCY_KEY_HEADER} holds a comma inside its quoted string, which this server ` +
+      `cannot tell apart from two ${IDEMPOTENCY_KEY_HEADER} fields that HTTP joined with a ` +
+      'comma (the fields "a and b" arrive as "a, b"). Use a key without a comma, such as ' +
+      'crypto.randomUUID().',
   );
 }
 

@@ -113,20 +113,28 @@ for (const backend of backends) {
       expect(app().executionsOf(tag)).toBe(0);
     });
 
-    it('accepts a 255-character key of every printable ASCII character, sent as a Structured Field string', async () => {
+    it('accepts a 255-character key of every printable ASCII character but the comma, sent as a Structured Field string', async () => {
       const printable = Array.from({ length: 0x7f - 0x20 }, (_, index) =>
         String.fromCharCode(0x20 + index),
-      ).join('');
+      )
+        .join('')
+        .replace(',', '');
       const key = `${printable}${printable}${printable}`.slice(0, 255).replace(/^ /, '!');
       const tag = randomUUID();
-      // A comma outside quotes would read as a second key field: such a key is quoted.
-      const quoted = `"${key.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
-      const response = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': quoted });
+      const quote = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+      const response = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': quote(key) });
       expect(response.status).toBe(200);
       expect(await storedKeys(key)).toBe(1);
-      const bare = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': key });
-      expect(bare.status).toBe(400);
-      expect(bare.error?.message).toContain('more than one Idempotency-Key');
+      // tRPC's fetch adapter joins repeated fields: a comma in a quoted key reads as two
+      // fields "a and b" would, so it is refused rather than guessed at.
+      const withComma = await mutate(
+        app().url,
+        'echo',
+        { tag },
+        { 'Idempotency-Key': quote(`${key.slice(0, 100)},${key.slice(100, 200)}`) },
+      );
+      expect(withComma.status).toBe(400);
+      expect(withComma.error?.message).toContain('Use a key without a comma');
       expect(app().executionsOf(tag)).toBe(1);
     });
 

@@ -1,4 +1,5 @@
 import { IDEMPOTENCY_KEY_BATCH_HEADER, InvalidKeyError } from '@idem/core';
+import type { KeyHeaderFields } from '@idem/core/store';
 
 const BATCH_INDEX = /^(0|[1-9][0-9]{0,8})$/;
 
@@ -13,21 +14,19 @@ const FORMAT =
  * `malformed_header`; a 400 with `INVALID_KEY` through the middleware) for every keyed
  * operation of the batch: none of its keys can be trusted.
  */
-export function batchKeys(header: string): ReadonlyMap<number, string> {
+export function batchKeys(
+  header: string,
+  fields: KeyHeaderFields = {},
+): ReadonlyMap<number, string> {
+  const { fieldCount } = fields;
+  if (fieldCount !== undefined && fieldCount > 1) throw severalFields();
   let parsed: unknown;
   try {
     parsed = JSON.parse(header);
   } catch (cause) {
     // Repeated fields arrive joined with commas: `{"0":"a"}, {"1":"b"}`.
-    const several = /\}\s*,\s*\{/.test(header);
-    throw new InvalidKeyError(
-      'malformed_header',
-      several
-        ? `The request carries more than one ${IDEMPOTENCY_KEY_BATCH_HEADER} field; send one, ` +
-            'holding the keys of every keyed operation of the batch.'
-        : `${FORMAT}; it is not valid JSON.`,
-      { cause },
-    );
+    if (/\}\s*,\s*\{/.test(header)) throw severalFields();
+    throw new InvalidKeyError('malformed_header', `${FORMAT}; it is not valid JSON.`, { cause });
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new InvalidKeyError('malformed_header', `${FORMAT}; got a JSON ${kind(parsed)}.`);
@@ -47,9 +46,27 @@ export function batchKeys(header: string): ReadonlyMap<number, string> {
         `${FORMAT}; the key for batch index ${index} is a JSON ${kind(key)}, not a string.`,
       );
     }
+    // The fields {"0":"a and b"} arrive joined as {"0":"a, b"}: without the raw field
+    // list, a key with a comma cannot be told from that.
+    if (fieldCount !== 1 && key.includes(',')) {
+      throw new InvalidKeyError(
+        'malformed_header',
+        `The key for batch index ${index} holds a comma, which this server cannot tell apart ` +
+          `from two ${IDEMPOTENCY_KEY_BATCH_HEADER} fields that HTTP joined with a comma. Use ` +
+          'keys without a comma, such as crypto.randomUUID().',
+      );
+    }
     keys.set(Number(index), key);
   }
   return keys;
+}
+
+function severalFields(): InvalidKeyError {
+  return new InvalidKeyError(
+    'malformed_header',
+    `The request carries more than one ${IDEMPOTENCY_KEY_BATCH_HEADER} field; send one, ` +
+      'holding the keys of every keyed operation of the batch.',
+  );
 }
 
 function kind(value: unknown): string {

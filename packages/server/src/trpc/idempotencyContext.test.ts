@@ -38,6 +38,56 @@ describe('idempotencyContext', () => {
     expect(batch.idempotencyRequest.keyOf(1)).toBe('b');
   });
 
+  it("reads a Node request's rawHeaders: a key with a comma is one field's, two fields are refused", () => {
+    const refusal = (keyOf: () => unknown) => {
+      try {
+        keyOf();
+      } catch (caught) {
+        return isInvalidKeyError(caught) ? caught.message : 'another error';
+      }
+      return 'accepted';
+    };
+    // One field holding a quoted key with a comma: the raw list proves it is one key.
+    const one = idempotencyContext({
+      req: {
+        headers: { 'idempotency-key': '"cart 7, try 2"' },
+        rawHeaders: ['Host', 'x', 'Idempotency-Key', '"cart 7, try 2"'],
+        url: '/trpc/a',
+      },
+    });
+    expect(one.idempotencyRequest.keyOf(0)).toBe('cart 7, try 2');
+    // The fields "a and b" that Node joined: the same joined text, two raw fields.
+    const joined = idempotencyContext({
+      req: {
+        headers: { 'idempotency-key': '"a, b"' },
+        rawHeaders: ['idempotency-key', '"a', 'IDEMPOTENCY-KEY', 'b"'],
+        url: '/trpc/a',
+      },
+    });
+    expect(refusal(() => joined.idempotencyRequest.keyOf(0))).toMatch(/more than one/);
+    // Without a raw list (fetch's Headers) the comma cannot be told from a join: refused.
+    const fetched = idempotencyContext({
+      req: request('/trpc/a', { 'Idempotency-Key': '"cart 7, try 2"' }),
+    });
+    expect(refusal(() => fetched.idempotencyRequest.keyOf(0))).toMatch(/cannot tell apart/);
+    // Batches alike.
+    const batchOf = (rawHeaders?: string[]) =>
+      idempotencyContext({
+        req: {
+          headers: { 'idempotency-key-batch': '{"0":"a, b"}' },
+          url: '/trpc/a?batch=1',
+          ...(rawHeaders && { rawHeaders }),
+        },
+      }).idempotencyRequest;
+    expect(batchOf(['Idempotency-Key-Batch', '{"0":"a, b"}']).keyOf(0)).toBe('a, b');
+    expect(
+      refusal(() =>
+        batchOf(['Idempotency-Key-Batch', '{"0":"a', 'Idempotency-Key-Batch', 'b"}']).keyOf(0),
+      ),
+    ).toMatch(/more than one Idempotency-Key-Batch/);
+    expect(refusal(() => batchOf().keyOf(0))).toMatch(/holds a comma/);
+  });
+
   it('refuses a batch index with a leading zero or a sign', () => {
     for (const header of ['{"01":"k"}', '{"-1":"k"}', '{"1.0":"k"}']) {
       const context = idempotencyContext({
@@ -97,9 +147,7 @@ describe('idempotencyContext', () => {
       }).idempotencyRequest.keyOf(0);
     expect(keyOf('8e03978e-40d5')).toBe('8e03978e-40d5');
     expect(keyOf('"8e03978e-40d5"')).toBe('8e03978e-40d5');
-    expect(keyOf('"a \\"quoted\\" key, with a \\\\ and a comma"')).toBe(
-      'a "quoted" key, with a \\ and a comma',
-    );
+    expect(keyOf('"a \\"quoted\\" key with a \\\\"')).toBe('a "quoted" key with a \\');
     expect(keyOf('""')).toBe('');
     // Node's headers too.
     const node = idempotencyContext({

@@ -34,8 +34,16 @@ function setHeader(headers: ResponseHeadersLike, name: string, value: string): v
 
 /** For an HTTP request: pass the fetch adapter's `createContext` options as they are. */
 export interface IdempotencyHttpContextOptions {
-  /** The incoming request; its URL tells a batch (`?batch=1`) when `info` is absent. */
-  req: { headers: RequestHeadersLike; url?: string | undefined };
+  /**
+   * The incoming request; its URL tells a batch (`?batch=1`) when `info` is absent. A Node
+   * request's `rawHeaders` (the fields as sent) tell one key field with a comma in it from
+   * two fields that HTTP joined; without them such a key is refused.
+   */
+  req: {
+    headers: RequestHeadersLike;
+    url?: string | undefined;
+    rawHeaders?: readonly string[] | undefined;
+  };
   /**
    * Where `Idempotent-Replayed`, `Idempotency-Status` and `Retry-After` go: the fetch
    * adapter's `resHeaders`, or a Node adapter's `res`.
@@ -128,7 +136,7 @@ export function idempotencyContext(
 ): IdempotencyRequestContext {
   const responseHeaders = options.resHeaders;
   const batch = 'req' in options && isBatch(options);
-  const keyOf = 'req' in options ? httpKeys(options.req.headers, batch) : () => options.key;
+  const keyOf = 'req' in options ? httpKeys(options.req, batch) : () => options.key;
   const replayedIndices = new Set<number>();
   const statuses = new Map<number, IdempotencyStatus>();
   let longestRetryAfterSeconds = -1;
@@ -192,10 +200,21 @@ function header(headers: RequestHeadersLike, name: string): string | undefined {
   return typeof value === 'string' || value === undefined ? value : value.join(', ');
 }
 
+/** How many fields named `name` the request carried, where its raw field list is known. */
+function fieldCount(rawHeaders: readonly string[] | undefined, name: string): number | undefined {
+  if (!Array.isArray(rawHeaders)) return undefined;
+  let count = 0;
+  for (let index = 0; index < rawHeaders.length; index += 2) {
+    if (rawHeaders[index]?.toLowerCase() === name) count++;
+  }
+  return count;
+}
+
 function httpKeys(
-  headers: RequestHeadersLike,
+  req: IdempotencyHttpContextOptions['req'],
   batch: boolean,
 ): (batchIndex: number) => string | undefined {
+  const { headers, rawHeaders } = req;
   const single = header(headers, IDEMPOTENCY_KEY_HEADER);
   const batchHeader = header(headers, IDEMPOTENCY_KEY_BATCH_HEADER);
   if (!batch) {
@@ -208,7 +227,10 @@ function httpKeys(
         );
       }
       // Parsed on use, so that a malformed key fails only procedures that read it.
-      return single === undefined ? undefined : parseKeyHeader(single);
+      if (single === undefined) return undefined;
+      return parseKeyHeader(single, {
+        fieldCount: fieldCount(rawHeaders, IDEMPOTENCY_KEY_HEADER.toLowerCase()),
+      });
     };
   }
   // Parsed once per request, on first use: a batch without idempotent calls never pays.
@@ -222,7 +244,9 @@ function httpKeys(
       );
     }
     if (batchHeader === undefined) return undefined;
-    keys ??= batchKeys(batchHeader);
+    keys ??= batchKeys(batchHeader, {
+      fieldCount: fieldCount(rawHeaders, IDEMPOTENCY_KEY_BATCH_HEADER.toLowerCase()),
+    });
     return keys.get(batchIndex);
   };
 }

@@ -67,6 +67,8 @@ export function httpContract(target: () => ContractTarget): void {
     for (const [first, second] of [
       [`${key}-a`, `${key}-b`],
       [`"${key}-a"`, `"${key}-b"`],
+      // Joined, these read as one quoted key with a comma in it: "<key>-a, <key>-b".
+      [`"${key}-a`, `${key}-b"`],
     ]) {
       const { statusLine, text } = await sendRaw(
         target().url,
@@ -76,12 +78,13 @@ export function httpContract(target: () => ContractTarget): void {
         target().bodyOf(JSON.stringify({ tag })),
       );
       expect(statusLine).toMatch(/^HTTP\/1\.1 400 /);
-      expect(text).toContain('more than one Idempotency-Key');
+      expect(text).toMatch(/more than one Idempotency-Key|two Idempotency-Key fields/);
       expect(text).toContain('malformed_header');
     }
     expect(target().executionsOf(tag)).toBe(0);
     expect(await target().storedKeys(`${key}-a`)).toBe(0);
     expect(await target().storedKeys(`${key}-b`)).toBe(0);
+    expect(await target().storedKeys(`${key}-a, ${key}-b`)).toBe(0);
   });
 
   it.each([
