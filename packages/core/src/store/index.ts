@@ -5,6 +5,7 @@ export { type CachedStoreOptions, cachedStore } from '../cachedStore.js';
 export { canonicalJson } from '../canonicalJson.js';
 export { resolveErrorPolicy, storedErrorOf } from '../errorPolicy.js';
 export { guardFor } from '../errors/IdempotencyError.js';
+export { canonicalDecimal, exactJson } from '../exactJson.js';
 export { fingerprint, fingerprintNow, sha256Hex, sha256HexNow } from '../fingerprint.js';
 export type {
   ClaimRequest,
@@ -13,7 +14,7 @@ export type {
   SweepOptions,
 } from '../IdempotencyStore.js';
 export { notifyObserver } from '../notifyObserver.js';
-export { formatKeyHeader, parseKeyHeader } from '../parseKeyHeader.js';
+export { formatKeyHeader, type KeyHeaderFields, parseKeyHeader } from '../parseKeyHeader.js';
 export {
   type ClaimDecision,
   type ClaimInput,

@@ -57,6 +57,16 @@ export interface IdempotentHandlerOptions<TRequired extends boolean = true>
    */
   route?: string | ((request: Request) => string);
   /**
+   * Whether the query string is part of the request's fingerprint, so that one key sent
+   * again with another query (`?cents=500`, then `?cents=90000`) is refused 422
+   * `KEY_MISMATCH` instead of replaying the first answer. Its parameters count sorted by
+   * name (order within a name kept) and percent-decoded, so `?b=2&a=1` and `?a=1&b=%32` are
+   * one query. `false` when the query carries nothing the handler acts on (tracking
+   * parameters a retry may change).
+   * @default true
+   */
+  fingerprintQuery?: boolean;
+  /**
    * Derives the key on the server (a webhook's event id, an intent id in the body); when it
    * returns a key, a key sent in `Idempotency-Key` is ignored, and when it returns
    * `undefined`, the header's key is used. Validated like a header key.
@@ -122,8 +132,14 @@ export function checkHandlerOptions(options: {
   db: unknown;
   scope: unknown;
   maxBodyBytes: number;
+  fingerprintQuery: unknown;
 }): void {
-  const { mode, store, db, scope, maxBodyBytes } = options;
+  const { mode, store, db, scope, maxBodyBytes, fingerprintQuery } = options;
+  if (typeof fingerprintQuery !== 'boolean') {
+    throw new ConfigurationError(
+      `fingerprintQuery must be true or false; got ${String(fingerprintQuery)}.`,
+    );
+  }
   if (typeof scope !== 'function') {
     throw new ConfigurationError(
       'idempotentHandler() needs `scope: (request) => string` naming who is calling (tenant/user): ' +

@@ -9,6 +9,7 @@ import {
   validateKey,
 } from '@idem/core';
 import {
+  exactJson,
   fingerprintNow,
   notifyObserver,
   parseKeyHeader,
@@ -53,6 +54,20 @@ export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
  */
 export function storeResponseByStatus(response: Response): ErrorDecision {
   return response.status < 400 ? 'store' : defaultErrorPolicy.classify({ status: response.status });
+}
+
+/**
+ * The query of `url` as the fingerprint takes it: its parameters, percent-decoded as
+ * `URLSearchParams` decodes them (so `%7E` and `~` are one character), sorted by name and
+ * kept in order within a name; `undefined` for a URL without one, whose fingerprint is as
+ * it always was.
+ */
+function canonicalQuery(url: string): [name: string, value: string][] | undefined {
+  const search = new URL(url).search;
+  if (search.length <= 1) return undefined;
+  const params = new URLSearchParams(search);
+  params.sort();
+  return [...params];
 }
 
 /** Carries a response the policy released out of the engine, which then frees the key. */
@@ -126,11 +141,12 @@ export function idempotentHandler(
     maxBodyBytes = DEFAULT_MAX_BODY_BYTES,
     replayHeaders = DEFAULT_REPLAY_HEADERS,
     responsePolicy = storeResponseByStatus,
+    fingerprintQuery = true,
     errorPolicy,
     docsUrl = DEFAULT_ERROR_DOCS_URL,
     ...engineOptions
   } = options;
-  checkHandlerOptions({ mode, store, db, scope, maxBodyBytes });
+  checkHandlerOptions({ mode, store, db, scope, maxBodyBytes, fingerprintQuery });
   const engine = createIdempotency({
     ...engineOptions,
     store: store ?? drizzleStore(db!),
@@ -220,11 +236,14 @@ export function idempotentHandler(
         `${method} ${routeName}`,
         'idempotentHandler()',
       );
-      // Key order in a JSON body does not matter; any other body counts byte for byte.
+      // Key order in a JSON body does not matter, a number counts by its literal's value;
+      // any other body counts byte for byte. The query counts unless the route says not.
+      const query = fingerprintQuery ? canonicalQuery(request.url) : undefined;
       let fingerprint = fingerprintNow({
         method,
         route: routeName,
-        body: json !== undefined ? { json } : encodeBody(bytes),
+        ...(query && { query }),
+        body: json !== undefined ? { json: exactJson(text, json) } : encodeBody(bytes),
       });
       if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
       return await respond(storedUnder, key, fingerprint, body);
