@@ -28,7 +28,7 @@ export interface SweepOptions {
 
 /**
  * Where keys live. Every method is one atomic step; implementations must pass
- * `storeContract` from `@idem/core/testing`.
+ * `storeContract` from `@idem/core/testing/contract`.
  *
  * **Time.** The store, not the engine, decides what "now" is: the engine passes only
  * durations (`leaseMs`, `ttlMs`). A database store reads the database's clock, so every

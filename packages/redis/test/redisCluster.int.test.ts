@@ -1,6 +1,6 @@
 import { isLeaseLostError } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
-import { storeContract } from '@idem/core/testing';
+import { storeContract } from '@idem/core/testing/contract';
 import { createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';

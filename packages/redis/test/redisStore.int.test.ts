@@ -1,5 +1,5 @@
 import { cachedStore } from '@idem/core/store';
-import { storeContract } from '@idem/core/testing';
+import { storeContract } from '@idem/core/testing/contract';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { redisStore } from '../src/index.js';

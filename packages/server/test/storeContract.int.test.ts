@@ -1,4 +1,4 @@
-import { storeContract } from '@idem/core/testing';
+import { storeContract } from '@idem/core/testing/contract';
 import { describe } from 'vitest';
 import { drizzleStore } from '../src/drizzle/drizzleStore.js';
 import { backends, useDatabase } from './harness.js';

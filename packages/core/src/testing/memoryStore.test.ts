@@ -1,4 +1,4 @@
+import { storeContract } from './contract/storeContract.js';
 import { memoryStore } from './memoryStore.js';
-import { storeContract } from './storeContract.js';
 
 storeContract('memoryStore', async (clock) => ({ store: memoryStore({ clock }) }));

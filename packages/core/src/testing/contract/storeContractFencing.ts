@@ -1,8 +1,8 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { isLeaseLostError } from '../errors/LeaseLostError.js';
-import type { ClaimResult, IdempotencyStore } from '../IdempotencyStore.js';
-import type { JsonValue } from '../record.js';
-import type { ManualClock } from './manualClock.js';
+import { isLeaseLostError } from '../../errors/LeaseLostError.js';
+import type { ClaimResult, IdempotencyStore } from '../../IdempotencyStore.js';
+import type { JsonValue } from '../../record.js';
+import type { ManualClock } from '../manualClock.js';
 import { type ContractCase, LEASE_MS, TTL_MS } from './storeContractCase.js';
 
 /**

@@ -1,0 +1,8 @@
+// `@idem/core/testing/contract`: the store conformance suite. An entry of its own because it
+// is a vitest suite (it imports `vitest`), and `@idem/core/testing`'s runtime helpers must
+// load where no test runner is installed.
+export {
+  type StoreContractSetup,
+  type StoreContractSubject,
+  storeContract,
+} from './storeContract.js';
