@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import postgres from 'postgres';
 
 export interface ScratchDatabase {
   /** The database's name, `<prefix>_<12 hex digits>`. */
@@ -48,6 +47,9 @@ export async function createScratchDatabase(
       `createScratchDatabase: prefix must be 1–41 lowercase letters, digits or underscores, starting with a letter or underscore; got ${JSON.stringify(prefix)}.`,
     );
   }
+  // postgres-js is an optional peer: loaded here, not at the top, so the entry's other
+  // helpers (serveFetch, startNatsCluster) load in an app that does not install it.
+  const { default: postgres } = await import('postgres');
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   const admin = async (statement: string) => {
     const sql = postgres(serverUrl, { ...quiet, max: 1, connect_timeout: 10 });
