@@ -138,8 +138,18 @@ export function nodePost(
   body: string | Buffer | undefined,
   headers: Record<string, string | string[]>,
 ): Promise<{ status: number; text: string; headers: IncomingHttpHeaders }> {
+  return nodeRequest('POST', url, body, headers);
+}
+
+/** {@link nodePost} with any method. */
+export function nodeRequest(
+  method: string,
+  url: string,
+  body: string | Buffer | undefined,
+  headers: Record<string, string | string[]>,
+): Promise<{ status: number; text: string; headers: IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method: 'POST', headers }, (res) => {
+    const req = httpRequest(url, { method, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () =>
