@@ -1,0 +1,76 @@
+/**
+ * SQLSTATEs with which the server ends the session, outside class 08 (connection
+ * exception): `admin_shutdown` (`pg_terminate_backend`, a fast shutdown), `crash_shutdown`,
+ * `cannot_connect_now`, `database_dropped`, `idle_session_timeout`,
+ * `idle_in_transaction_session_timeout` and `transaction_timeout`. All are FATAL: the
+ * backend exits after sending them. (`57014`, a cancelled statement, leaves the session
+ * open and is not one of them.)
+ */
+const SESSION_ENDING_STATES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  '57P04',
+  '57P05',
+  '25P03',
+  '25P04',
+]);
+
+/**
+ * The codes postgres.js gives the errors of a connection it no longer has (its
+ * `ConnectionError`): the socket closed under a statement, the connection was ended or
+ * destroyed with statements pending, or it could not be opened in time.
+ */
+const DRIVER_CONNECTION_CODES = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+]);
+
+/**
+ * Socket errors that drivers hand on as they are (postgres.js rejects the statements in
+ * flight with the socket's own error): the connection is gone or was never made.
+ */
+const SOCKET_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/** How far down a chain of causes to look; Drizzle wraps a driver's error once. */
+const MAX_CAUSE_DEPTH = 5;
+
+/**
+ * Whether `error`, or an error in its chain of causes (Drizzle wraps a driver's error in a
+ * `DrizzleQueryError` whose `cause` it is), says that the connection the statement ran on
+ * is gone: a connection exception (SQLSTATE class 08), a session the server ended (see
+ * `SESSION_ENDING_STATES`), or the driver's or the socket's own connection error.
+ *
+ * After such an error nothing more may be sent on that connection: the server has already
+ * ended its transaction and released its session's locks, and postgres.js, given a
+ * statement for a connection whose socket has closed, throws from a timer (an
+ * `uncaughtException` that takes the process down) instead of rejecting the statement.
+ */
+export function isConnectionError(error: unknown): boolean {
+  let current = error;
+  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
+    if (typeof current !== 'object' || current === null) return false;
+    const { code, cause } = current as { code?: unknown; cause?: unknown };
+    if (typeof code === 'string') {
+      if (code.length === 5 && code.startsWith('08')) return true;
+      if (SESSION_ENDING_STATES.has(code)) return true;
+      if (DRIVER_CONNECTION_CODES.has(code) || SOCKET_CODES.has(code)) return true;
+    }
+    current = cause;
+  }
+  return false;
+}
