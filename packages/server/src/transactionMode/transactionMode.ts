@@ -19,6 +19,7 @@ import {
   type UnclaimedClaim,
 } from '@idem/core/store';
 import { type SQL, sql } from 'drizzle-orm';
+import { isConnectionError } from '../drizzle/connectionError.js';
 import { drizzleStore } from '../drizzle/drizzleStore.js';
 import { keyLockArgs } from '../drizzle/keyLock.js';
 import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
@@ -124,8 +125,10 @@ class Abandoned {}
  * autocommit upsert on the same connection, drops the session lock and opens an empty
  * transaction (`START TRANSACTION`) for the driver's closing `COMMIT`. (A transaction that one of the
  * procedure's own statements aborted can only roll back: then nothing is stored.) A crash in between closes the connection,
- * which frees the lock, and leaves nothing stored: a retry runs again. A replay is the read
- * alone, never the procedure.
+ * which frees the lock, and leaves nothing stored: a retry runs again. So does a connection
+ * lost at any point, and after it nothing more is sent on that connection, not even the
+ * driver's `ROLLBACK` (see {@link endedWithItsConnection}). A replay is the read alone,
+ * never the procedure.
  */
 export function transactionMode<TResult>(config: TransactionModeConfig<TResult>) {
   const { db, settings, lockWaitMs, emit, settle, replay } = config;
@@ -157,7 +160,8 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
       return { result: replay(replayed), replayed: true };
     };
 
-    let settled: { claim: UnclaimedClaim } | { ran: TResult };
+    type Settled = { claim: UnclaimedClaim } | { ran: TResult };
+    let settled: Settled;
     // The wait is bounded before the transaction starts too: PGlite has one connection, so
     // there a duplicate queues for the connection, not for the key's lock, and a pool that is
     // exhausted makes a Postgres duplicate queue the same way. lock_timeout covers the rest.
@@ -185,7 +189,7 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
             : { status: 'mismatch', record: existing },
         );
       }
-      const work = db.transaction(async (tx) => {
+      const claimAndRun = async (tx: PgDatabaseLike): Promise<Settled> => {
         admitted = true;
         clock.clearTimeout(admissionTimer);
         if (abandoned) throw new Abandoned();
@@ -220,7 +224,13 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
           return { ran: result };
         }
         if (settlement.kind === 'release') throw new Rollback(result, settlement.error);
-        if (settlement.kind === 'error' && errorPolicy.classify(settlement.error) === 'release') {
+        // A failure that lost the connection lost the transaction too: there is nothing left
+        // to store the answer in, and no statement may follow on that connection.
+        if (
+          settlement.kind === 'error' &&
+          (isConnectionError(settlement.error) ||
+            errorPolicy.classify(settlement.error) === 'release')
+        ) {
           throw new Rollback(result, settlement.error);
         }
         const outcome: StoredOutcome =
@@ -241,8 +251,20 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
           settlement.kind === 'error' ? settlement.error : undefined,
         );
         return { ran: result };
+      };
+      let driverEnded: Promise<void> | undefined;
+      const work = db.transaction(async (tx) => {
+        try {
+          return await claimAndRun(tx);
+        } catch (error) {
+          if (await endedWithItsConnection(error, driverEnded)) return parked<Settled>();
+          throw error;
+        }
       });
-      work.catch(() => undefined);
+      driverEnded = work.then(
+        () => undefined,
+        () => undefined,
+      );
       settled = await Promise.race([work, admission]);
     } catch (error) {
       if (error instanceof Rollback) {
@@ -325,9 +347,16 @@ async function storeAfterRollback(
       .returning({ version: keys.version });
     if (stored.length === 0) throw new LeaseLostError(record.scope, record.key, record.version);
   } catch (error) {
+    // A lost connection took the transaction and the session lock with it, and a statement
+    // sent on it now would crash the process (see endedWithItsConnection).
+    if (isConnectionError(error)) throw error;
     failure = { error };
     // A failed statement aborts the chained transaction, where even the unlock would fail.
-    await send(tx, sql.raw('rollback and chain')).catch(() => undefined);
+    const rolledBack = await send(tx, sql.raw('rollback and chain')).then(
+      () => undefined,
+      (rollbackError: unknown) => rollbackError,
+    );
+    if (isConnectionError(rolledBack)) throw rolledBack;
   }
   // A session lock outlives transactions: it must go whatever happened above, or the pooled
   // connection would keep the key locked. (If this fails, the connection is gone, and the
@@ -335,6 +364,56 @@ async function storeAfterRollback(
   await send(tx, sql`select pg_advisory_unlock(${lock})`);
   if (failure) throw failure.error;
   return true;
+}
+
+/**
+ * How long a transaction's callback, failed with a connection-level error, waits for the
+ * driver to end the transaction by itself. postgres.js ends it in the same turn of the event
+ * loop as it reports the error (see {@link endedWithItsConnection}); the wait runs out only
+ * where the driver waits for the callback before it ends the transaction (Drizzle's
+ * node-postgres session does) or where the connection was not lost after all (an 08 error
+ * that dblink or postgres_fdw raised about another server): the callback then fails as any
+ * other. It waits on the driver's I/O, so on the real timers, not on the engine's clock.
+ */
+const DRIVER_END_WAIT_MS = 100;
+
+/**
+ * Whether the transaction's callback failed because its connection is gone and the driver
+ * has already ended the transaction without it: then the callback must never settle.
+ *
+ * postgres.js's `begin()` races the callback against the connection's close and rejects as
+ * soon as the socket closes; but when the callback settles after that, it still sends
+ * `rollback` (or `commit`) on that connection, whose socket is gone, and the driver throws
+ * from the timer that would have written it (`TypeError: Cannot read properties of null
+ * (reading 'write')`): an uncaughtException, which ends a process with Node's default
+ * handlers. The write it failed also stays buffered, and every later reconnection of that
+ * pooled connection stalls behind it until the connect timeout. The caller already has
+ * `begin()`'s rejection, so a callback left pending loses nothing, and nothing refers to
+ * it once the driver let go: it is collected with its transaction.
+ *
+ * Only a connection-level error (also as the cause of a released result) waits, so an
+ * ordinary failure costs nothing.
+ */
+async function endedWithItsConnection(
+  error: unknown,
+  driverEnded: Promise<void> | undefined,
+): Promise<boolean> {
+  const cause = error instanceof Rollback ? error.error : error;
+  if (!driverEnded || !isConnectionError(cause)) return false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const waited = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), DRIVER_END_WAIT_MS);
+  });
+  try {
+    return await Promise.race([driverEnded.then(() => true), waited]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A promise that never settles: see {@link endedWithItsConnection}. */
+function parked<T>(): Promise<T> {
+  return new Promise<T>(() => {});
 }
 
 /**
