@@ -121,14 +121,14 @@ class Abandoned {}
  * procedure's writes yet keep duplicates out until its answer is stored, or a duplicate
  * woken by the rollback would run the procedure a second time. There the holder takes the
  * same advisory lock at session level (its own lock: granted at once), rolls the
- * transaction back (the writes go, the session lock stays), stores the answer in one
- * autocommit upsert on the same connection, drops the session lock and opens an empty
- * transaction (`START TRANSACTION`) for the driver's closing `COMMIT`. (A transaction that one of the
- * procedure's own statements aborted can only roll back: then nothing is stored.) A crash in between closes the connection,
- * which frees the lock, and leaves nothing stored: a retry runs again. So does a connection
- * lost at any point, and after it nothing more is sent on that connection, not even the
- * driver's `ROLLBACK` (see {@link endedWithItsConnection}). A replay is the read alone,
- * never the procedure.
+ * transaction back and opens the next at once (`ROLLBACK AND CHAIN`: the writes go, the
+ * session lock stays), stores the answer there in one upsert and drops the session lock;
+ * the driver's closing `COMMIT` commits the answer. (A transaction that one of the
+ * procedure's own statements aborted can only roll back: then nothing is stored.) A crash
+ * in between closes the connection, which frees the lock, and leaves nothing stored: a
+ * retry runs again. So does a connection lost at any point, and after it nothing more is
+ * sent on that connection, not even the driver's `ROLLBACK` (see
+ * {@link endedWithItsConnection}). A replay is the read alone, never the procedure.
  */
 export function transactionMode<TResult>(config: TransactionModeConfig<TResult>) {
   const { db, settings, lockWaitMs, emit, settle, replay } = config;
