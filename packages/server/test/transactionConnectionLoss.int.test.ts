@@ -1,10 +1,17 @@
 import { randomUUID } from 'node:crypto';
+import { initTRPC, TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
+import superjson from 'superjson';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { migrate } from '../src/drizzle/migrate.js';
 import { idempotentHandler } from '../src/fetch/index.js';
 import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
+import {
+  type IdempotencyRequestContext,
+  idempotencyContext,
+  idempotent,
+} from '../src/trpc/index.js';
 import { until } from './fixtures/deferred.js';
 import { CREATE_ORDERS, createTestApp, type TestApp } from './fixtures/testApp.js';
 import { connect, createScratchDatabase, rows, type ScratchDatabase } from './harness.js';
@@ -134,10 +141,34 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
     let db: ReturnType<typeof connect>;
     let app: TestApp;
     let server: FetchServer;
+    let gatedServer: FetchServer;
+    /** Runs of `gatedOrder`, by tag. */
+    const gatedRuns = new Map<string, number>();
 
     beforeAll(async () => {
       db = connect(scratch.url, 1);
       app = createTestApp(db);
+      // One procedure of its own: it waits on the gate in a statement of its own and, when
+      // that statement fails, throws a refusal the policy stores, with the failure as cause.
+      const t = initTRPC.context<IdempotencyRequestContext>().create({ transformer: superjson });
+      const gated = t.router({
+        gatedOrder: t.procedure
+          .use(idempotent({ mode: 'transaction', db, scope: () => 'user:ann' }))
+          .input((value: unknown) => value as { tag: string; gated: boolean })
+          .mutation(async ({ ctx, input }) => {
+            const { tx } = ctx.idempotency;
+            gatedRuns.set(input.tag, (gatedRuns.get(input.tag) ?? 0) + 1);
+            await tx.execute(
+              sql`insert into orders (principal, tag, sku) values ('ann', ${input.tag}, 'book')`,
+            );
+            try {
+              if (input.gated) await tx.execute(sql`select pg_advisory_xact_lock(${GATE}::int8)`);
+            } catch (error) {
+              throw new TRPCError({ code: 'CONFLICT', message: 'no order', cause: error });
+            }
+            return { tag: input.tag };
+          }),
+      });
       server = await serveFetch((req) =>
         fetchRequestHandler({
           endpoint: '/trpc',
@@ -146,10 +177,19 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
           createContext: app.createContext,
         }),
       );
+      gatedServer = await serveFetch((req) =>
+        fetchRequestHandler({
+          endpoint: '/trpc',
+          req,
+          router: gated,
+          createContext: idempotencyContext,
+        }),
+      );
     });
 
     afterAll(async () => {
       await server?.close();
+      await gatedServer?.close();
       await db?.$client.end({ timeout: 5 });
     });
 
@@ -194,6 +234,37 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
       expect(await ordersOf('orders', otherTag)).toBe(1);
       expect(escaped).toEqual([]);
     }, 120_000);
+
+    it('killed under one of the procedure’s own statements, which then throws an error the policy stores: 500, nothing stored, the key free, the process and the pool alive', async () => {
+      const key = randomUUID();
+      const tag = randomUUID();
+      const headers = { 'Idempotency-Key': key, 'x-user': 'ann' };
+
+      const failed = await killedAtTheGate(() =>
+        mutate(gatedServer.url, 'gatedOrder', { tag, gated: true }, headers),
+      );
+      expect(escaped).toEqual([]);
+      expect(failed.status).toBe(500);
+      expect(failed.error?.data.code).toBe('INTERNAL_SERVER_ERROR');
+      expect(await recordOf(key)).toBeUndefined();
+      expect(await ordersOf('orders', tag)).toBe(0);
+
+      const metTheDriversError = await mutate(
+        gatedServer.url,
+        'gatedOrder',
+        { tag, gated: false },
+        headers,
+      );
+      expect(metTheDriversError.status).toBe(500);
+      expect(gatedRuns.get(tag)).toBe(1);
+
+      const retried = await mutate(gatedServer.url, 'gatedOrder', { tag, gated: false }, headers);
+      expect(retried.status).toBe(200);
+      expect(gatedRuns.get(tag)).toBe(2);
+      expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'success' });
+      expect(await ordersOf('orders', tag)).toBe(1);
+      expect(escaped).toEqual([]);
+    }, 120_000);
   });
 
   describe('the Fetch handler', () => {
@@ -210,12 +281,21 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
       await db.$client.end({ timeout: 5 });
     });
 
+    /** What the handler does when one of its own statements fails. */
+    type OnFailure = 'throw' | 'throw-402' | 'carry-on';
+
     interface Order {
       tag: string;
       /** Waits on the gate in one of its own statements, after writing its order. */
       gated?: boolean;
-      /** Fails with a real SQLSTATE 08001 on a live connection, as dblink would. */
+      /** Fails with a real SQLSTATE 08001 in a savepoint, on a live connection, as dblink would. */
       remoteDown?: boolean;
+      /**
+       * `throw`: throws the failure on (the policy releases it); `throw-402`: throws a 402
+       * with the failure as its cause (the policy stores it); `carry-on`: answers as if
+       * nothing had failed.
+       */
+      onFailure?: OnFailure;
       /** 200 instead of the stored refusal (422). */
       accept?: boolean;
     }
@@ -228,11 +308,23 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
           const order = (await request.json()) as Order;
           executions.set(order.tag, (executions.get(order.tag) ?? 0) + 1);
           await tx.execute(sql`insert into fetch_orders (tag) values (${order.tag})`);
-          if (order.gated) await tx.execute(sql`select pg_advisory_xact_lock(${GATE}::int8)`);
-          if (order.remoteDown) {
-            await tx.execute(
-              sql`do $$ begin raise exception 'the remote server did not answer' using errcode = '08001'; end $$`,
-            );
+          try {
+            if (order.gated) await tx.execute(sql`select pg_advisory_xact_lock(${GATE}::int8)`);
+            if (order.remoteDown) {
+              await tx.transaction((savepoint) =>
+                savepoint.execute(
+                  sql`do $$ begin raise exception 'the remote server did not answer' using errcode = '08001'; end $$`,
+                ),
+              );
+            }
+          } catch (error) {
+            if (order.onFailure === 'throw-402') {
+              throw Object.assign(new Error('the order could not be placed'), {
+                status: 402,
+                cause: error,
+              });
+            }
+            if (order.onFailure !== 'carry-on') throw error;
           }
           if (order.accept) return Response.json({ order: order.tag });
           return Response.json({ error: 'out of stock' }, { status: 422 });
@@ -288,40 +380,61 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
       expect(escaped).toEqual([]);
     }, 120_000);
 
-    it('killed under one of the handler’s own statements: a 500 problem, nothing stored, the key free, the process and the pool alive', async () => {
-      const key = randomUUID();
-      const tag = randomUUID();
+    it.each([
+      { onFailure: 'throw', accept: false, how: 'throws the failure on' },
+      { onFailure: 'throw-402', accept: false, how: 'throws a 402 the policy stores' },
+      { onFailure: 'carry-on', accept: false, how: 'refuses (422) as if nothing had failed' },
+      { onFailure: 'carry-on', accept: true, how: 'succeeds as if nothing had failed' },
+    ] as const)(
+      'killed under one of the handler’s own statements, which then $how: a 500 problem, nothing stored, the key free, the process and the pool alive',
+      async ({ onFailure, accept }) => {
+        const key = randomUUID();
+        const tag = randomUUID();
 
-      const failed = await killedAtTheGate(() => handlerOn()(post(key, { tag, gated: true })));
-      expect(escaped).toEqual([]);
-      expect(failed.status).toBe(500);
-      expect(failed.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-      expect(await recordOf(key)).toBeUndefined();
-      expect(await ordersOf('fetch_orders', tag)).toBe(0);
+        const failed = await killedAtTheGate(() =>
+          handlerOn()(post(key, { tag, gated: true, onFailure, accept })),
+        );
+        expect(escaped).toEqual([]);
+        expect(failed.status).toBe(500);
+        expect(failed.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        expect(await recordOf(key)).toBeUndefined();
+        expect(await ordersOf('fetch_orders', tag)).toBe(0);
 
-      const retried = await retryAfterTheKill(key, { tag, accept: true }, 1);
-      expect(retried.status).toBe(200);
-      expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'success' });
-      expect(await ordersOf('fetch_orders', tag)).toBe(1);
+        const retried = await retryAfterTheKill(key, { tag, accept: true }, 1);
+        expect(retried.status).toBe(200);
+        expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'success' });
+        expect(await ordersOf('fetch_orders', tag)).toBe(1);
 
-      await nextRequestWorks();
-      expect(escaped).toEqual([]);
-    }, 120_000);
+        await nextRequestWorks();
+        expect(escaped).toEqual([]);
+      },
+      120_000,
+    );
 
-    it('an 08 error on a live connection fails the request as any other error would, and frees the key', async () => {
-      const key = randomUUID();
-      const tag = randomUUID();
-
-      await expect(handlerOn()(post(key, { tag, remoteDown: true }))).rejects.toMatchObject({
+    it('an 08 error on a live connection is a failure like any other: released, or stored as the policy says', async () => {
+      const released = { key: randomUUID(), tag: randomUUID() };
+      await expect(
+        handlerOn()(post(released.key, { tag: released.tag, remoteDown: true })),
+      ).rejects.toMatchObject({
         cause: { code: '08001', message: 'the remote server did not answer' },
       });
-      expect(await recordOf(key)).toBeUndefined();
-      expect(await ordersOf('fetch_orders', tag)).toBe(0);
-
-      const retried = await handlerOn()(post(key, { tag, accept: true }));
+      expect(await recordOf(released.key)).toBeUndefined();
+      expect(await ordersOf('fetch_orders', released.tag)).toBe(0);
+      const retried = await handlerOn()(post(released.key, { tag: released.tag, accept: true }));
       expect(retried.status).toBe(200);
-      expect(executions.get(tag)).toBe(2);
-      expect(await ordersOf('fetch_orders', tag)).toBe(1);
+      expect(executions.get(released.tag)).toBe(2);
+      expect(await ordersOf('fetch_orders', released.tag)).toBe(1);
+
+      const stored = { key: randomUUID(), tag: randomUUID() };
+      const order: Order = { tag: stored.tag, remoteDown: true, onFailure: 'throw-402' };
+      const refused = await handlerOn()(post(stored.key, order));
+      expect(refused.status).toBe(402);
+      expect(await recordOf(stored.key)).toEqual({ status: 'completed', kind: 'success' });
+      const replayed = await handlerOn()(post(stored.key, order));
+      expect(replayed.status).toBe(402);
+      expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+      expect(executions.get(stored.tag)).toBe(1);
+      expect(await ordersOf('fetch_orders', stored.tag)).toBe(0);
       expect(escaped).toEqual([]);
     });
   });

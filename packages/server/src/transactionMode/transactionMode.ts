@@ -189,6 +189,10 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
             : { status: 'mismatch', record: existing },
         );
       }
+      // Settles once the driver has ended the transaction, whether the callback has or not;
+      // while the callback still runs, only a driver that lost the connection does that.
+      let driverEnded: Promise<void> | undefined;
+      let driverHasEnded = false;
       const claimAndRun = async (tx: PgDatabaseLike): Promise<Settled> => {
         admitted = true;
         clock.clearTimeout(admissionTimer);
@@ -216,6 +220,12 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
           deriveKey: (suffix) => deriveKey(scope, key, suffix),
           step: async (_name, fn) => fn(),
         });
+        // A procedure can carry on past a statement that lost the connection, or make an
+        // answer of that failure: the driver has given the transaction up by then (its end
+        // reaches here in fewer promise steps than the failed statement reaches the
+        // procedure's answer), and idem's next statement would go to a closed socket (see
+        // endedWithItsConnection).
+        if (driverHasEnded) return parked<Settled>();
         const settlement = settle(result);
         if (settlement.kind === 'commit') {
           const value = serializer.serialize(settlement.value);
@@ -224,12 +234,12 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
           return { ran: result };
         }
         if (settlement.kind === 'release') throw new Rollback(result, settlement.error);
-        // A failure that lost the connection lost the transaction too: there is nothing left
-        // to store the answer in, and no statement may follow on that connection.
         if (
           settlement.kind === 'error' &&
-          (isConnectionError(settlement.error) ||
-            errorPolicy.classify(settlement.error) === 'release')
+          (errorPolicy.classify(settlement.error) === 'release' ||
+            // A failure that lost the connection lost the transaction with it: nothing is left
+            // to store the answer in, and no statement may follow on that connection.
+            (await endedWithItsConnection(settlement.error, driverEnded)))
         ) {
           throw new Rollback(result, settlement.error);
         }
@@ -252,19 +262,20 @@ export function transactionMode<TResult>(config: TransactionModeConfig<TResult>)
         );
         return { ran: result };
       };
-      let driverEnded: Promise<void> | undefined;
       const work = db.transaction(async (tx) => {
         try {
           return await claimAndRun(tx);
         } catch (error) {
-          if (await endedWithItsConnection(error, driverEnded)) return parked<Settled>();
+          if (driverHasEnded || (await endedWithItsConnection(error, driverEnded))) {
+            return parked<Settled>();
+          }
           throw error;
         }
       });
-      driverEnded = work.then(
-        () => undefined,
-        () => undefined,
-      );
+      const ended = () => {
+        driverHasEnded = true;
+      };
+      driverEnded = work.then(ended, ended);
       settled = await Promise.race([work, admission]);
     } catch (error) {
       if (error instanceof Rollback) {
@@ -392,7 +403,9 @@ const DRIVER_END_WAIT_MS = 100;
  * it once the driver let go: it is collected with its transaction.
  *
  * Only a connection-level error (also as the cause of a released result) waits, so an
- * ordinary failure costs nothing.
+ * ordinary failure costs nothing. A failure the error policy would store asks here too
+ * before anything is sent: with the connection gone it is released instead, and with the
+ * connection still there (the wait ran out) it is stored as before.
  */
 async function endedWithItsConnection(
   error: unknown,
