@@ -1,13 +1,8 @@
-import { defineConfig } from 'vitest/config';
+import { workspaceConfig } from '../../vitest.shared.js';
 
-export default defineConfig({
-  // In-process imports (the React snippets' test) run the workspace packages from source.
-  resolve: { conditions: ['@idem/source'] },
-  ssr: { resolve: { conditions: ['@idem/source'] } },
-  test: {
-    include: ['test/**/*.test.ts'],
-    testTimeout: 60_000,
-    // Packs the packages for the tests that install them outside the workspace.
-    globalSetup: ['test/globalSetup.ts'],
-  },
+// In-process imports (the React snippets' test) run the workspace packages from source.
+export default workspaceConfig({
+  include: ['test/**/*.test.ts'],
+  // Packs the packages for the tests that install them outside the workspace.
+  globalSetup: ['test/globalSetup.ts'],
 });

@@ -7,7 +7,7 @@ const run = promisify(execFile);
 
 it('prints the claim, replay, mismatch and takeover walk-through with one charge per order', async () => {
   const cwd = fileURLToPath(new URL('..', import.meta.url));
-  const { stdout } = await run('pnpm', ['start'], { cwd, timeout: 60_000 });
+  const { stdout } = await run('pnpm', ['start'], { cwd, timeout: 150_000 });
   expect(stdout).toMatch(/1\. claim[\s\S]*event claimed \(version 1\)[\s\S]*replayed=false/);
   expect(stdout).toMatch(/2\. replay[\s\S]*event replayed[\s\S]*replayed=true/);
   expect(stdout).toMatch(/3\. mismatch[\s\S]*KEY_MISMATCH/);
@@ -16,4 +16,4 @@ it('prints the claim, replay, mismatch and takeover walk-through with one charge
   );
   expect(stdout).toContain('"chargeId":"ch_2","attempt":2');
   expect(stdout).toContain('Charges made: 2 for 2 orders');
-}, 60_000);
+}, 180_000);

@@ -328,9 +328,7 @@ for (const backend of backends) {
         expect(clock.pendingTimers()).toBe(0);
       });
 
-      it('drains an ordered backlog wider than a batch without sleeping after an overlapped partial claim', {
-        timeout: 60_000,
-      }, async () => {
+      it('drains an ordered backlog wider than a batch without sleeping after an overlapped partial claim', async () => {
         const { db } = database();
         await resetOutbox(db);
         // 15 aggregates of 3 events, each aggregate's events in order: 15 heads, then 15

@@ -66,10 +66,10 @@ for (const [name, open] of Object.entries(backends)) {
     beforeAll(async () => {
       ({ db, close } = await open());
       await migrateApp(db);
-    }, 60_000);
+    });
     afterAll(async () => {
       await close?.();
-    }, 60_000);
+    });
 
     it('one checkout per cart version, however many tabs open it at once', async () => {
       const opened = await Promise.all(
