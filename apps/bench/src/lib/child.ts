@@ -93,10 +93,10 @@ export async function startChild(
       () =>
         reject(
           new Error(
-            `child ${modulePath} sent no "ready" within ${options.readyTimeoutMs ?? 30_000} ms`,
+            `child ${modulePath} sent no "ready" within ${options.readyTimeoutMs ?? 120_000} ms`,
           ),
         ),
-      options.readyTimeoutMs ?? 30_000,
+      options.readyTimeoutMs ?? 120_000,
     );
     const onMessage = (raw: unknown) => {
       const message = raw as ChildMessage;

@@ -127,7 +127,8 @@ export async function profileServer(options: {
       window = { fromUs: from.monotonicUs, toUs: to.monotonicUs };
       cpuUs = to.cpuUs - from.cpuUs;
     } finally {
-      await server.stop();
+      // The server writes its profile as it exits, which takes seconds on a loaded machine.
+      await server.stop(120_000);
     }
     if (result.non2xx + result.errors + result.timeouts > 0) {
       throw new Error(
