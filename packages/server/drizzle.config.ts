@@ -1,9 +1,9 @@
 import { defineConfig } from 'drizzle-kit';
 
 // After `drizzle-kit generate`, `pnpm db:generate` also rewrites
-// src/drizzle/migrations.generated.ts, which is what `migrate()` applies.
+// src/postgres/migrations.generated.ts, which is what `migrate()` applies.
 export default defineConfig({
   dialect: 'postgresql',
-  schema: './src/drizzle/schema.ts',
+  schema: './src/postgres/schema.ts',
   out: './drizzle',
 });

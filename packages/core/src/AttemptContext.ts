@@ -1,10 +1,10 @@
-import type { HandlerContext } from './createIdempotency.js';
 import { deriveKey } from './deriveKey.js';
 import type { UnserializableValueError } from './errors/UnserializableValueError.js';
-import type { ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
+import type { HandlerContext } from './Idempotency.js';
 import type { Lease } from './lease.js';
-import type { IdempotencyRecord, JsonValue } from './record.js';
 import type { Serializer } from './serializer.js';
+import type { ClaimResult, IdempotencyStore } from './store/IdempotencyStore.js';
+import type { IdempotencyRecord, JsonValue } from './store/record.js';
 
 /** What an attempt's recovery points need of their engine. */
 export interface AttemptHost {
@@ -75,11 +75,11 @@ export class AttemptContext implements HandlerContext {
   }
 
   /**
-   * Throws the error a recovery point settled the key with, if one did: the key's outcome
-   * is that error, whatever the handler did after catching it.
+   * The error a recovery point settled the key with, if one did: the key's outcome is that
+   * error, whatever the handler did after catching it.
    */
-  static throwIfSettled(context: AttemptContext): void {
-    if (context.#settled) throw context.#settled.error;
+  static settledBy(context: AttemptContext): { error: unknown } | undefined {
+    return context.#settled;
   }
 
   async #step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {

@@ -1,7 +1,7 @@
 import type { Clock } from './Clock.js';
 import type { ErrorPolicyOption } from './errorPolicy.js';
-import type { IdempotencyStore } from './IdempotencyStore.js';
 import type { Serializer } from './serializer.js';
+import type { IdempotencyStore } from './store/IdempotencyStore.js';
 
 export type IdempotencyEventType =
   | 'claimed'

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Clock } from './Clock.js';
-import { createIdempotency, type HandlerContext } from './createIdempotency.js';
+import { createIdempotency } from './createIdempotency.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
-import type { IdempotencyStore } from './IdempotencyStore.js';
+import type { HandlerContext } from './Idempotency.js';
+import type { IdempotencyStore } from './store/IdempotencyStore.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 

@@ -4,7 +4,7 @@ import { createIdempotency, wasReplayed } from './createIdempotency.js';
 import { isIdempotencyError } from './errors/IdempotencyError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
 import type { IdempotencyEvent } from './IdempotencyOptions.js';
-import type { IdempotencyStore } from './IdempotencyStore.js';
+import type { IdempotencyStore } from './store/IdempotencyStore.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 

@@ -6,8 +6,8 @@ import { isKeyMismatchError } from './errors/KeyMismatchError.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
 import type { IdempotencyEvent } from './IdempotencyOptions.js';
-import type { IdempotencyStore } from './IdempotencyStore.js';
-import { leaseTokenOf } from './record.js';
+import type { IdempotencyStore } from './store/IdempotencyStore.js';
+import { leaseTokenOf } from './store/record.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 

@@ -9,71 +9,27 @@ import {
 } from './errors/UnserializableValueError.js';
 import { fingerprintNow } from './fingerprint.js';
 import type {
+  Attempt,
+  ExecuteRequest,
+  ExecuteResult,
+  HandlerContext,
+  Idempotency,
+  RunResult,
+} from './Idempotency.js';
+import type {
   IdempotencyEvent,
   IdempotencyEventType,
   IdempotencyOptions,
   InProgressWait,
 } from './IdempotencyOptions.js';
-import type { ClaimRequest, ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
 import { LeaseKeeper } from './lease.js';
 import { notifyObserver } from './notifyObserver.js';
-import type { IdempotencyRecord, JsonValue, LeaseToken } from './record.js';
-import { type IdempotencySettings, resolveSettings } from './resolveSettings.js';
+import { resolveSettings } from './resolveSettings.js';
+import type { ClaimRequest, ClaimResult, IdempotencyStore } from './store/IdempotencyStore.js';
+import type { IdempotencyRecord, JsonValue } from './store/record.js';
 import { validateKey } from './validateKey.js';
 
 export { wasReplayed } from './answerClaim.js';
-
-export interface ExecuteRequest {
-  /** Who is asking and for what (tenant/user and procedure); keys never cross scopes. */
-  scope: string;
-  /** The client's idempotency key: 1–255 printable ASCII characters. */
-  key: string;
-  /** The request payload; its fingerprint binds the key to this exact request. */
-  input?: unknown;
-  /** A precomputed fingerprint, used instead of fingerprinting `input`. */
-  fingerprint?: string;
-}
-
-/** What the handler gets to do its work safely. */
-export interface HandlerContext {
-  key: string;
-  scope: string;
-  /** Aborted when this attempt loses its lease: stop, another attempt owns the key now. */
-  signal: AbortSignal;
-  /**
-   * A recovery point: runs `fn` once per key. Its result is saved under `name`; a later
-   * attempt (after a crash or a released failure) gets the saved result without running `fn`.
-   */
-  step<T>(name: string, fn: () => Promise<T> | T): Promise<T>;
-  /**
-   * A key for a downstream call (a payment provider, another service) that is the same on
-   * every attempt of this key and differs between scopes.
-   */
-  deriveKey(suffix: string): string;
-  /** 1 on the first claim, then one more per takeover. */
-  attempt: number;
-  /** The fencing version this attempt holds. */
-  version: number;
-  /** This attempt took over from one whose lease expired (crash or released failure). */
-  takeover: boolean;
-}
-
-export interface ExecuteResult<T> {
-  value: T;
-  /** The value came from the store: the handler did not run. */
-  replayed: boolean;
-  /** The fencing version that produced the value. */
-  version: number;
-}
-
-export interface Idempotency {
-  execute<T>(
-    request: ExecuteRequest,
-    handler: (context: HandlerContext) => Promise<T> | T,
-  ): Promise<ExecuteResult<T>>;
-  /** The resolved settings, for adapters that build on the engine. */
-  readonly settings: IdempotencySettings;
-}
 
 /**
  * The claim → run → complete / replay orchestrator (lease mode): the claim commits first,
@@ -174,58 +130,104 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
 
   const host: AttemptHost = { store, serializer, settleUnstorable };
 
-  async function run<T>(
+  /** What a lost lease answers: nothing more is written, another attempt owns the key. */
+  const lost = (record: IdempotencyRecord, error: unknown, startedAt: number) => {
+    emit('lease_lost', record, startedAt, { error });
+    return { ok: false, replayed: false, error } as const;
+  };
+
+  /** Runs the handler of a claimed key under its lease, and settles the key by its outcome. */
+  async function attempt<T>(
     claim: Extract<ClaimResult, { status: 'claimed' }>,
     claimedAt: number,
-    handler: (context: HandlerContext) => Promise<T> | T,
+    handler: (context: HandlerContext) => Promise<Attempt<T>>,
     startedAt: number,
-  ): Promise<ExecuteResult<T>> {
-    const { record } = claim;
+  ): Promise<RunResult<T>> {
     // The record names the incarnation it was claimed as: it is its own lease token.
-    const token: LeaseToken = record;
-    const lease = leases.start(token, claimedAt);
+    const lease = leases.start(claim.record, claimedAt);
     const context = new AttemptContext(host, claim, lease, startedAt);
-
-    let value: T;
+    let outcome: Attempt<T>;
     try {
-      value = await handler(context);
+      outcome = await handler(context);
     } catch (error) {
-      lease.stop();
-      AttemptContext.throwIfSettled(context);
-      if (isLeaseLostError(error)) {
-        emit('lease_lost', record, startedAt, { error });
-        throw error;
-      }
-      if (errorPolicy.classify(error) === 'store') {
-        await completeWithError(record, error, startedAt);
-      } else {
-        try {
-          await store.release(token);
-          emit('released', record, startedAt, { error });
-        } catch (releaseError) {
-          if (!isLeaseLostError(releaseError)) throw releaseError;
-          emit('lease_lost', record, startedAt, { error: releaseError });
-        }
-      }
-      throw error;
+      outcome = { ok: false, error };
     }
     lease.stop();
-    AttemptContext.throwIfSettled(context);
+    const settledBy = AttemptContext.settledBy(context);
+    if (settledBy) return { ok: false, replayed: false, error: settledBy.error };
+    if (!outcome.ok) return failed(claim.record, outcome.error, startedAt);
+    return succeeded(claim.record, outcome, startedAt);
+  }
+
+  /** A failure: stored as the key's outcome, or the key freed, as the error policy says. */
+  async function failed(
+    record: IdempotencyRecord,
+    error: unknown,
+    startedAt: number,
+  ): Promise<RunResult<never>> {
+    if (isLeaseLostError(error)) return lost(record, error, startedAt);
+    if (errorPolicy.classify(error) === 'store') {
+      try {
+        await completeWithError(record, error, startedAt);
+      } catch (completeError) {
+        if (isLeaseLostError(completeError))
+          return { ok: false, replayed: false, error: completeError };
+        throw completeError;
+      }
+    } else {
+      try {
+        await store.release(record);
+        emit('released', record, startedAt, { error });
+      } catch (releaseError) {
+        if (!isLeaseLostError(releaseError)) throw releaseError;
+        emit('lease_lost', record, startedAt, { error: releaseError });
+      }
+    }
+    return { ok: false, replayed: false, error };
+  }
+
+  /** An answer: stored (fenced by the claim's version) unless it asks to keep nothing. */
+  async function succeeded<T>(
+    record: IdempotencyRecord,
+    outcome: Extract<Attempt<T>, { ok: true }>,
+    startedAt: number,
+  ): Promise<RunResult<T>> {
+    const answered = {
+      ok: true,
+      replayed: false,
+      value: outcome.value,
+      version: record.version,
+    } as const;
+    if (outcome.keep === 'nothing') {
+      try {
+        await store.release(record);
+      } catch (error) {
+        if (isLeaseLostError(error)) return lost(record, error, startedAt);
+        throw error;
+      }
+      emit('released', record, startedAt);
+      return answered;
+    }
     let json: JsonValue;
     try {
-      json = serializer.serialize(value);
+      json = serializer.serialize('stored' in outcome ? outcome.stored : outcome.value);
     } catch (cause) {
-      throw await settleUnstorable(record, 'The procedure', cause, startedAt);
+      try {
+        const error = await settleUnstorable(record, 'The procedure', cause, startedAt);
+        return { ok: false, replayed: false, error };
+      } catch (error) {
+        if (isLeaseLostError(error)) return { ok: false, replayed: false, error };
+        throw error;
+      }
     }
-    // Inline rather than through completeOrLose: one async frame less on every call.
     try {
-      await store.complete(token, { kind: 'success', value: json }, ttlMs);
+      await store.complete(record, { kind: 'success', value: json }, ttlMs);
     } catch (error) {
-      if (isLeaseLostError(error)) emit('lease_lost', record, startedAt, { error });
+      if (isLeaseLostError(error)) return lost(record, error, startedAt);
       throw error;
     }
     emit('completed', record, startedAt);
-    return { value, replayed: false, version: record.version };
+    return answered;
   }
 
   async function completeOrLose(
@@ -241,42 +243,56 @@ export function createIdempotency(options: IdempotencyOptions): Idempotency {
     }
   }
 
+  async function run<T>(
+    request: ExecuteRequest,
+    handler: (context: HandlerContext) => Promise<Attempt<T>>,
+  ): Promise<RunResult<T>> {
+    const startedAt = clock.monotonicNow();
+    const { scope, key } = request;
+    if (typeof scope !== 'string' || scope.length === 0) {
+      throw new ConfigurationError(
+        'execute() needs a non-empty `scope` naming who is asking and for what (e.g. "user:42/orders.create").',
+      );
+    }
+    validateKey(key);
+    let fingerprint = request.fingerprint ?? fingerprintNow(request.input);
+    if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
+    const claimRequest: ClaimRequest = { scope, key, fingerprint, leaseMs, ttlMs };
+    // The lease is counted from when this call started, a little before the claim was
+    // sent: the holder's view of its lease errs on the short side, as it must.
+    let claimedAt = startedAt;
+    let claim = await store.claim(claimRequest);
+    if (claim.status === 'in_progress' && settings.inProgress !== 'reject') {
+      const waited = await waitForHolder(claimRequest, claim, settings.inProgress, startedAt);
+      claim = waited.claim;
+      if (claim.status === 'claimed') claimedAt = waited.sentAt;
+    }
+    if (claim.status !== 'claimed') {
+      // Events name the record the claim answered with: same scope and key, its version.
+      const { record } = claim;
+      return answerClaim(claim, settings, (type) => emit(type, record, startedAt));
+    }
+    emit(claim.takeover ? 'takeover' : 'claimed', claim.record, startedAt);
+    // `return await`: awaiting a native promise costs fewer ticks than adopting it.
+    return await attempt(claim, claimedAt, handler, startedAt);
+  }
+
   return {
     settings,
+    run,
     async execute<T>(
       request: ExecuteRequest,
       handler: (context: HandlerContext) => Promise<T> | T,
     ): Promise<ExecuteResult<T>> {
-      const startedAt = clock.monotonicNow();
-      const { scope, key } = request;
-      if (typeof scope !== 'string' || scope.length === 0) {
-        throw new ConfigurationError(
-          'execute() needs a non-empty `scope` naming who is asking and for what (e.g. "user:42/orders.create").',
-        );
-      }
-      validateKey(key);
-      let fingerprint = request.fingerprint ?? fingerprintNow(request.input);
-      if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
-      const claimRequest: ClaimRequest = { scope, key, fingerprint, leaseMs, ttlMs };
-      // The lease is counted from when this call started, a little before the claim was
-      // sent: the holder's view of its lease errs on the short side, as it must.
-      let claimedAt = startedAt;
-      let claim = await store.claim(claimRequest);
-      if (claim.status === 'in_progress' && settings.inProgress !== 'reject') {
-        const waited = await waitForHolder(claimRequest, claim, settings.inProgress, startedAt);
-        claim = waited.claim;
-        if (claim.status === 'claimed') claimedAt = waited.sentAt;
-      }
-      if (claim.status !== 'claimed') {
-        // Events name the record the claim answered with: same scope and key, its version.
-        const { record } = claim;
-        const replayed = answerClaim(claim, settings, (type) => emit(type, record, startedAt));
-        if (!replayed.ok) throw replayed.error;
-        return { value: replayed.value as T, replayed: true, version: record.version };
-      }
-      emit(claim.takeover ? 'takeover' : 'claimed', claim.record, startedAt);
-      // `return await`: awaiting a native promise costs fewer ticks than adopting it.
-      return await run(claim, claimedAt, handler, startedAt);
+      const result = await run<T>(request, async (context) => {
+        try {
+          return { ok: true, value: await handler(context) };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      });
+      if (!result.ok) throw result.error;
+      return { value: result.value as T, replayed: result.replayed, version: result.version };
     },
   };
 }

@@ -1,5 +1,5 @@
-import type { StoredError } from './record.js';
 import { MAX_NESTING, type Serializer } from './serializer.js';
+import type { StoredError } from './store/record.js';
 
 /** What happens to a failed attempt's key. */
 export type ErrorDecision =

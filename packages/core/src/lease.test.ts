@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
-import type { IdempotencyStore } from './IdempotencyStore.js';
 import { LeaseKeeper } from './lease.js';
-import type { LeaseToken } from './record.js';
+import type { IdempotencyStore } from './store/IdempotencyStore.js';
+import type { LeaseToken } from './store/record.js';
 import { manualClock } from './testing/manualClock.js';
 
 const token = (key: string): LeaseToken => ({ scope: 's', key, version: 1, createdAt: 0 });

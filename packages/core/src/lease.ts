@@ -1,7 +1,7 @@
 import type { Clock, TimerHandle } from './Clock.js';
 import { isLeaseLostError, LeaseLostError } from './errors/LeaseLostError.js';
-import type { IdempotencyStore } from './IdempotencyStore.js';
-import type { LeaseToken } from './record.js';
+import type { IdempotencyStore } from './store/IdempotencyStore.js';
+import type { LeaseToken } from './store/record.js';
 
 /** What every lease of one engine shares. */
 export interface LeaseKeeperOptions {

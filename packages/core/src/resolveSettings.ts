@@ -2,9 +2,9 @@ import { type Clock, systemClock } from './Clock.js';
 import { type ErrorPolicy, resolveErrorPolicy } from './errorPolicy.js';
 import { ConfigurationError } from './errors/ConfigurationError.js';
 import type { IdempotencyOptions, InProgressWait } from './IdempotencyOptions.js';
-import type { IdempotencyStore } from './IdempotencyStore.js';
 import { requirePositive } from './requirePositive.js';
 import { type Serializer, taggedJsonSerializer } from './serializer.js';
+import type { IdempotencyStore } from './store/IdempotencyStore.js';
 
 /** The engine's options, checked and with every default filled in. */
 export interface IdempotencySettings {

@@ -2,8 +2,8 @@ import { deepStrictEqual } from 'node:assert/strict';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isUnserializableValueError } from './errors/UnserializableValueError.js';
-import type { JsonValue } from './record.js';
 import { taggedJsonSerializer } from './serializer.js';
+import type { JsonValue } from './store/record.js';
 
 const { serialize, deserialize } = taggedJsonSerializer;
 

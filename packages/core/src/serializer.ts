@@ -1,6 +1,6 @@
 import { UnserializableValueError } from './errors/UnserializableValueError.js';
 import { type PointerSegment, PointerTrail } from './PointerTrail.js';
-import type { JsonValue } from './record.js';
+import type { JsonValue } from './store/record.js';
 import { decodeTaggedJson, defineOwn } from './taggedJsonDecode.js';
 
 /**

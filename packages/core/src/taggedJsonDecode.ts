@@ -1,6 +1,6 @@
 import { UnserializableValueError } from './errors/UnserializableValueError.js';
 import { type PointerSegment, PointerTrail } from './PointerTrail.js';
-import type { JsonValue } from './record.js';
+import type { JsonValue } from './store/record.js';
 
 /** The tags `taggedJsonSerializer` writes (see its table), each an object's only key. */
 type Tag =

@@ -4,7 +4,7 @@ import { DrizzleQueryError, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isConnectionError } from '../src/drizzle/connectionError.js';
+import { isConnectionError } from '../src/postgres/connectionError.js';
 import { until } from './fixtures/deferred.js';
 import { connect, createScratchDatabase, rows, type ScratchDatabase } from './harness.js';
 

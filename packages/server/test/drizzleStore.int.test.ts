@@ -11,9 +11,9 @@ import {
 import { manualClock } from '@idem/core/testing';
 import { and, eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { drizzleStore } from '../src/drizzle/drizzleStore.js';
-import { idempotencyKeys } from '../src/drizzle/schema.js';
-import { transactionStores } from '../src/drizzle/transactionStores.js';
+import { drizzleStore } from '../src/postgres/drizzleStore.js';
+import { idempotencyKeys } from '../src/postgres/schema.js';
+import { transactionStores } from '../src/postgres/transactionStores.js';
 import { backends, connect, rows, useDatabase } from './harness.js';
 
 const LEASE_MS = 1_000;

@@ -58,7 +58,7 @@ describe('package entries', () => {
   it('the main entry holds the tRPC middleware, and neither the outbox nor the Postgres base', async () => {
     const main = await import('../src/index.js');
     const outbox = await import('../src/outbox/index.js');
-    const postgres = await import('../src/drizzle/index.js');
+    const postgres = await import('../src/postgres/index.js');
     expect(typeof main.idempotent).toBe('function');
     expect(Object.keys(outbox)).toContain('createRelay');
     expect(Object.keys(postgres)).toEqual(

@@ -7,7 +7,7 @@ import type { IdempotencyStore } from '@idem/core/store';
 import { manualClock, memoryStore } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_ERROR_DOCS_URL } from '../src/errorDocs.js';
+import { DEFAULT_ERROR_DOCS_URL } from '../src/adapter/errorDocs.js';
 import {
   DEFAULT_REPLAY_HEADERS,
   type IdempotentHandlerOptions,

@@ -7,8 +7,8 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { idempotentHandler } from '../src/fetch/index.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { deferred } from './fixtures/deferred.js';
 import { backends, rows, statementText, untilLockWaiters, useDatabase } from './harness.js';
 

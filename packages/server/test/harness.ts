@@ -4,9 +4,9 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll } from 'vitest';
-import { migrate } from '../src/drizzle/migrate.js';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
-import { executeRows } from '../src/drizzle/rows.js';
+import { migrate } from '../src/postgres/migrate.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
+import { executeRows } from '../src/postgres/rows.js';
 import { createScratchDatabase } from '../src/testing/createScratchDatabase.js';
 import { until } from './fixtures/deferred.js';
 

@@ -2,9 +2,9 @@ import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/pglite';
 import { afterEach, describe, expect, it } from 'vitest';
-import { migrate, migrateWith } from '../src/drizzle/migrate.js';
-import { migrations } from '../src/drizzle/migrations.generated.js';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
+import { migrate, migrateWith } from '../src/postgres/migrate.js';
+import { migrations } from '../src/postgres/migrations.generated.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { connect, createScratchDatabase, rows, type ScratchDatabase } from './harness.js';
 
 const tags = migrations.map((migration) => migration.tag);

@@ -8,7 +8,7 @@ import {
   packageDir,
   readMigrationsFolder,
 } from '../scripts/generateMigrations.js';
-import { migrations } from '../src/drizzle/migrations.generated.js';
+import { migrations } from '../src/postgres/migrations.generated.js';
 
 const listFiles = (folder: string): string[] =>
   readdirSync(folder, { recursive: true, encoding: 'utf8' }).sort();
@@ -28,7 +28,7 @@ describe('bundled migrations', () => {
           join(packageDir, 'node_modules/drizzle-kit/bin.cjs'),
           'generate',
           '--dialect=postgresql',
-          '--schema=./src/drizzle/schema.ts',
+          '--schema=./src/postgres/schema.ts',
           // drizzle-kit prefixes "./" to this path, so it must be relative.
           `--out=${relative(packageDir, scratch)}`,
         ],

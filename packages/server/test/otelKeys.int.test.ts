@@ -5,8 +5,8 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
 import superjson from 'superjson';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { idempotencyTelemetry } from '../src/otel/index.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
 import {
   type IdempotencyRequestContext,

@@ -1,11 +1,11 @@
 import { manualClock, seededRandom } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
 import { type ConsumerEvent, idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import { inProcessPublisher } from '../src/outbox/publishers/inProcessPublisher.js';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { backends, connect, rows, useDatabase } from './harness.js';
 import { effectCounts, events, outboxRows, resetOutbox } from './outbox/fixtures.js';
 

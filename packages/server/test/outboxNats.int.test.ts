@@ -5,22 +5,19 @@ import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
-import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import type {
   JetStreamConsumerEvent,
   JetStreamConsumption,
-} from '../src/outbox/nats/ConsumeJetStreamOptions.js';
-import { consumeJetStream } from '../src/outbox/nats/consumeJetStream.js';
-import { isTransientNatsError } from '../src/outbox/nats/isTransientNatsError.js';
-import {
-  type JetStreamPublisher,
-  jetStreamPublisher,
-} from '../src/outbox/nats/jetStreamPublisher.js';
+} from '../src/nats/ConsumeJetStreamOptions.js';
+import { consumeJetStream } from '../src/nats/consumeJetStream.js';
+import { isTransientNatsError } from '../src/nats/isTransientNatsError.js';
+import { type JetStreamPublisher, jetStreamPublisher } from '../src/nats/jetStreamPublisher.js';
+import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import type { OutboxMessage } from '../src/outbox/OutboxMessage.js';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { Relay } from '../src/outbox/relay/Relay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { useDatabase } from './harness.js';
 import {
   deferred,

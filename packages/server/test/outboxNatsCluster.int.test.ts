@@ -4,13 +4,13 @@ import { type NatsConnection, nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { JetStreamConsumerEvent } from '../src/nats/ConsumeJetStreamOptions.js';
+import { consumeJetStream } from '../src/nats/consumeJetStream.js';
+import { jetStreamPublisher } from '../src/nats/jetStreamPublisher.js';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
-import type { JetStreamConsumerEvent } from '../src/outbox/nats/ConsumeJetStreamOptions.js';
-import { consumeJetStream } from '../src/outbox/nats/consumeJetStream.js';
-import { jetStreamPublisher } from '../src/outbox/nats/jetStreamPublisher.js';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
-import { type NatsCluster, startNatsCluster } from '../src/outbox/testing/startNatsCluster.js';
+import { type NatsCluster, startNatsCluster } from '../src/testing/startNatsCluster.js';
 import { useDatabase } from './harness.js';
 import { effectCounts, events, resetOutbox, waitFor } from './outbox/fixtures.js';
 

@@ -1,6 +1,6 @@
 import { storeContract } from '@idem/core/testing/contract';
 import { describe } from 'vitest';
-import { drizzleStore } from '../src/drizzle/drizzleStore.js';
+import { drizzleStore } from '../src/postgres/drizzleStore.js';
 import { backends, useDatabase } from './harness.js';
 
 for (const backend of backends) {

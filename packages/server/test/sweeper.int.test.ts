@@ -2,8 +2,8 @@ import { leaseTokenOf } from '@idem/core/store';
 import { manualClock } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { drizzleStore } from '../src/drizzle/drizzleStore.js';
-import { createSweeper, sweepExpired } from '../src/sweeper.js';
+import { drizzleStore } from '../src/postgres/drizzleStore.js';
+import { createSweeper, sweepExpired } from '../src/postgres/sweeper.js';
 import { backends, rows, useDatabase } from './harness.js';
 
 const LEASE_MS = 1_000;

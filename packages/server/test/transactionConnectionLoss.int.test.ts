@@ -4,8 +4,8 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
 import superjson from 'superjson';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { migrate } from '../src/drizzle/migrate.js';
 import { idempotentHandler } from '../src/fetch/index.js';
+import { migrate } from '../src/postgres/migrate.js';
 import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
 import {
   type IdempotencyRequestContext,

@@ -3,7 +3,7 @@ import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rowsOf } from '../src/drizzle/rows.js';
+import { rowsOf } from '../src/postgres/rows.js';
 import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
 import {
   type IdempotencyRequestContext,

@@ -5,7 +5,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PgDatabaseLike } from '../src/drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { idempotencyContext } from '../src/trpc/index.js';
 import { createTestApp, type TestApp } from './fixtures/testApp.js';
 import { backends, statementText, useDatabase } from './harness.js';

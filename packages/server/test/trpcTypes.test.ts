@@ -6,7 +6,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import superjson from 'superjson';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
-import type { TransactionOf } from '../src/drizzle/PgDatabaseLike.js';
+import type { TransactionIdempotency, TransactionOf } from '../src/postgres/index.js';
 import {
   type IdempotencyErrorData,
   type IdempotencyRequestContext,
@@ -14,7 +14,6 @@ import {
   idempotent,
   idempotentProcedure,
   type LeaseIdempotency,
-  type TransactionIdempotency,
   withIdempotencyErrorData,
 } from '../src/trpc/index.js';
 

@@ -1,20 +1,21 @@
 // `@idem/core/store`: for authors of stores (`IdempotencyStore` and the record's pure
 // rules) and of adapters that build on the engine (their own claim, key headers, errors).
-export { answerClaim, type ReplayedOutcome, type UnclaimedClaim } from '../answerClaim.js';
-export { type CachedStoreOptions, cachedStore } from '../cachedStore.js';
+export { answerClaim, type ClaimAnswer, type UnclaimedClaim } from '../answerClaim.js';
 export { canonicalJson } from '../canonicalJson.js';
 export { resolveErrorPolicy, storedErrorOf } from '../errorPolicy.js';
 export { guardFor } from '../errors/IdempotencyError.js';
 export { canonicalDecimal, exactJson } from '../exactJson.js';
 export { fingerprint, fingerprintNow, sha256Hex, sha256HexNow } from '../fingerprint.js';
+export { notifyObserver } from '../notifyObserver.js';
+export { formatKeyHeader, type KeyHeaderFields, parseKeyHeader } from '../parseKeyHeader.js';
+export { requirePositive } from '../requirePositive.js';
+export { type CachedStoreOptions, cachedStore } from './cachedStore.js';
 export type {
   ClaimRequest,
   ClaimResult,
   IdempotencyStore,
   SweepOptions,
-} from '../IdempotencyStore.js';
-export { notifyObserver } from '../notifyObserver.js';
-export { formatKeyHeader, type KeyHeaderFields, parseKeyHeader } from '../parseKeyHeader.js';
+} from './IdempotencyStore.js';
 export {
   type ClaimDecision,
   type ClaimInput,
@@ -26,5 +27,4 @@ export {
   leaseTokenOf,
   type RecordStatus,
   type StoredOutcome,
-} from '../record.js';
-export { requirePositive } from '../requirePositive.js';
+} from './record.js';

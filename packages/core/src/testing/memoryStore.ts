@@ -5,7 +5,7 @@ import type {
   ClaimResult,
   IdempotencyStore,
   SweepOptions,
-} from '../IdempotencyStore.js';
+} from '../store/IdempotencyStore.js';
 import {
   decideClaim,
   type IdempotencyRecord,
@@ -13,7 +13,7 @@ import {
   type JsonValue,
   type LeaseToken,
   type StoredOutcome,
-} from '../record.js';
+} from '../store/record.js';
 
 export interface MemoryStoreOptions {
   /**

@@ -1,13 +1,6 @@
-import {
-  ConfigurationError,
-  type ErrorDecision,
-  type ErrorPolicyOption,
-  type HandlerContext,
-  type IdempotencyOptions,
-} from '@idem/core';
-import type { IdempotencyStore } from '@idem/core/store';
-import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
-import type { TransactionContext } from '../transactionMode/transactionMode.js';
+import { ConfigurationError, type ErrorDecision, type ErrorPolicyOption } from '@idem/core';
+import type { KeyedOptions, Lazy } from '../adapter/KeyedOptions.js';
+import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 
 /** What `key()` gets: the request, and its body as text and, for a JSON body, parsed. */
 export interface HandlerKeyCall {
@@ -19,29 +12,14 @@ export interface HandlerKeyCall {
   json: unknown;
 }
 
-/** `idempotency` in the handler: core's handler context, or `undefined` when unprotected. */
-export type HandlerIdempotency<TRequired extends boolean> = TRequired extends false
-  ? HandlerContext | undefined
-  : HandlerContext;
-
-/** `idempotency` in a transaction-mode handler: core's context plus `tx`, the transaction to write through. */
-export type HandlerTransactionIdempotency<TTx, TRequired extends boolean> = TRequired extends false
-  ? TransactionContext<TTx> | undefined
-  : TransactionContext<TTx>;
-
+/**
+ * The handler's options: those every adapter shares (where keys live, the mode,
+ * `required`, `inProgress`, and core's engine options), plus what a Fetch request needs:
+ * who is calling (`scope`), the route, where the key comes from, the body's limit, and
+ * which answers are stored.
+ */
 export interface IdempotentHandlerOptions<TRequired extends boolean = true>
-  extends Omit<IdempotencyOptions, 'store' | 'errorPolicy'> {
-  /**
-   * `'lease'`: the claim commits first and the handler runs under a lease (any side
-   * effects). `'transaction'` (needs `db`): the claim, the handler's writes through
-   * `idempotency.tx` and the stored response commit in one Postgres transaction.
-   * @default 'lease'
-   */
-  mode?: 'lease' | 'transaction';
-  /** Where keys live (lease mode): any `IdempotencyStore`. One of `store` and `db` is required. */
-  store?: IdempotencyStore;
-  /** A Drizzle Postgres database; keys go to `idem_keys` through `drizzleStore(db)`. */
-  db?: PgDatabaseLike;
+  extends Omit<KeyedOptions<TRequired>, 'errorPolicy'> {
   /**
    * Names the principal (tenant, user, API client, webhook sender) the request acts for,
    * from the request's headers or URL (its body has been read by then: use `key` for the
@@ -73,12 +51,6 @@ export interface IdempotentHandlerOptions<TRequired extends boolean = true>
    * @default undefined (the key comes from the Idempotency-Key header)
    */
   key?: (call: HandlerKeyCall) => string | undefined | Promise<string | undefined>;
-  /**
-   * A request without a key: `true` answers 400 (`INVALID_KEY`, reason `missing`); `false`
-   * runs the handler unprotected, with `idempotency` undefined.
-   * @default true
-   */
-  required?: TRequired;
   /**
    * The largest request body read, in bytes. A larger one (declared or streamed) is
    * answered 413 (`INPUT_TOO_LARGE`) as soon as it passes the limit; nothing is stored.
@@ -117,49 +89,24 @@ export interface TransactionHandlerOptions<
   TRequired extends boolean = true,
 > extends Omit<IdempotentHandlerOptions<TRequired>, 'mode' | 'store' | 'db'> {
   mode: 'transaction';
-  /** The Drizzle Postgres database whose transaction the handler gets as `tx`. */
-  db: TDb;
+  /** The Drizzle Postgres database whose transaction the handler gets as `tx`, or a function giving it. */
+  db: Lazy<TDb>;
   store?: undefined;
 }
 
 /**
- * Throws `ConfigurationError` for options that cannot work together, when the handler is
- * made (at start-up) rather than on its first request.
+ * Throws `ConfigurationError` for a limit that cannot work, when the handler is made (at
+ * start-up) rather than on its first request; the options every adapter shares are the
+ * kernel's to check.
  */
 export function checkHandlerOptions(options: {
-  mode: unknown;
-  store: unknown;
-  db: unknown;
-  scope: unknown;
   maxBodyBytes: number;
   fingerprintQuery: unknown;
 }): void {
-  const { mode, store, db, scope, maxBodyBytes, fingerprintQuery } = options;
+  const { maxBodyBytes, fingerprintQuery } = options;
   if (typeof fingerprintQuery !== 'boolean') {
     throw new ConfigurationError(
       `fingerprintQuery must be true or false; got ${String(fingerprintQuery)}.`,
-    );
-  }
-  if (typeof scope !== 'function') {
-    throw new ConfigurationError(
-      'idempotentHandler() needs `scope: (request) => string` naming who is calling (tenant/user): ' +
-        "without it one caller's key could replay another caller's response.",
-    );
-  }
-  if (store && db)
-    throw new ConfigurationError('idempotentHandler() takes `store` or `db`, not both.');
-  if (!store && !db) {
-    throw new ConfigurationError(
-      'idempotentHandler() needs `db` (a Drizzle Postgres database) or `store`.',
-    );
-  }
-  if (mode !== 'lease' && mode !== 'transaction') {
-    throw new ConfigurationError(`mode must be 'lease' or 'transaction'; got ${String(mode)}.`);
-  }
-  if (mode === 'transaction' && !db) {
-    throw new ConfigurationError(
-      "mode 'transaction' needs `db` (a Drizzle Postgres database): the key is claimed and " +
-        'completed inside the transaction the handler writes through, which a `store` cannot join.',
     );
   }
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0) {

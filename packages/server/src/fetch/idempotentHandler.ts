@@ -1,40 +1,37 @@
 import {
-  createIdempotency,
+  type Attempt,
   defaultErrorPolicy,
   type ErrorDecision,
+  type ErrorPolicy,
   type HandlerContext,
   IDEMPOTENCY_KEY_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
   isLeaseLostError,
+  type RunResult,
   validateKey,
 } from '@idem/core';
+import { exactJson, parseKeyHeader, resolveErrorPolicy } from '@idem/core/store';
 import {
-  exactJson,
-  fingerprintNow,
-  notifyObserver,
-  parseKeyHeader,
-  resolveErrorPolicy,
-} from '@idem/core/store';
-import { drizzleStore } from '../drizzle/drizzleStore.js';
-import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
-import { DEFAULT_ERROR_DOCS_URL } from '../errorDocs.js';
-import { storedScope } from '../storedScope.js';
-import { lockWaitOf, transactionMode } from '../transactionMode/transactionMode.js';
-import { validateDerivedKey } from '../validateDerivedKey.js';
+  createKeyedRunner,
+  type KeyedCall,
+  type KeyedContext,
+} from '../adapter/createKeyedRunner.js';
+import { DEFAULT_ERROR_DOCS_URL } from '../adapter/errorDocs.js';
+import { failureOf } from '../adapter/failureOf.js';
+import { fingerprintWithin } from '../adapter/fingerprintWithin.js';
+import type { OptionalIf } from '../adapter/KeyedOptions.js';
+import { missingKey } from '../adapter/missingKey.js';
+import { refusalOf, STORE_FAILED } from '../adapter/refusals.js';
+import { storedScope } from '../adapter/storedScope.js';
+import { validateDerivedKey } from '../adapter/validateDerivedKey.js';
+import type { PgDatabaseLike, TransactionOf } from '../postgres/PgDatabaseLike.js';
+import type { TransactionIdempotency } from '../postgres/transactionMode.js';
 import {
   checkHandlerOptions,
-  type HandlerIdempotency,
-  type HandlerTransactionIdempotency,
   type IdempotentHandlerOptions,
   type TransactionHandlerOptions,
 } from './IdempotentHandlerOptions.js';
-import {
-  idempotencyErrorResponse,
-  problemOf,
-  problemResponse,
-  storeFailedResponse,
-  thrownErrorResponse,
-} from './problemResponse.js';
+import { refusalResponse, thrownErrorResponse } from './problemResponse.js';
 import { readRequest } from './readBody.js';
 import {
   DEFAULT_REPLAY_HEADERS,
@@ -55,40 +52,6 @@ export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
 export function storeResponseByStatus(response: Response): ErrorDecision {
   return response.status < 400 ? 'store' : defaultErrorPolicy.classify({ status: response.status });
 }
-
-/**
- * The query of `url` as the fingerprint takes it: its parameters, percent-decoded as
- * `URLSearchParams` decodes them (so `%7E` and `~` are one character), sorted by name and
- * kept in order within a name; `undefined` for a URL without one, whose fingerprint is as
- * it always was.
- */
-function canonicalQuery(url: string): [name: string, value: string][] | undefined {
-  const search = new URL(url).search;
-  if (search.length <= 1) return undefined;
-  const params = new URLSearchParams(search);
-  params.sort();
-  return [...params];
-}
-
-/** Carries a response the policy released out of the engine, which then frees the key. */
-class ReleasedResponse extends Error {
-  constructor(readonly response: Response) {
-    super(`released a ${response.status} response`);
-  }
-}
-
-/** How a handler ended in transaction mode: a response (read whole), or a failure thrown on. */
-type Ran =
-  | { ok: true; response: Response; stored: StoredResponse; policy: ErrorDecision }
-  | { ok: false; error: unknown };
-
-/** Every error that reaches the engine was already judged: it releases the key. */
-const RELEASE = { ...defaultErrorPolicy, classify: (): ErrorDecision => 'release' };
-
-const MISSING_KEY =
-  `This request requires an idempotency key: send it in the ${IDEMPOTENCY_KEY_HEADER} header, ` +
-  '1–255 printable ASCII characters (0x20–0x7E), e.g. crypto.randomUUID(), the same on every ' +
-  'retry of the request.';
 
 /**
  * Makes a Fetch API handler safe to retry (Next.js route handlers, Hono, Bun, Deno, or
@@ -116,14 +79,14 @@ export function idempotentHandler<TDb extends PgDatabaseLike, TRequired extends 
   options: TransactionHandlerOptions<TDb, TRequired>,
   handler: (
     request: Request,
-    idempotency: HandlerTransactionIdempotency<TransactionOf<TDb>, TRequired>,
+    idempotency: OptionalIf<TransactionIdempotency<TransactionOf<TDb>>, TRequired>,
   ) => Response | Promise<Response>,
 ): (request: Request) => Promise<Response>;
 export function idempotentHandler<TRequired extends boolean = true>(
   options: IdempotentHandlerOptions<TRequired>,
   handler: (
     request: Request,
-    idempotency: HandlerIdempotency<TRequired>,
+    idempotency: OptionalIf<HandlerContext, TRequired>,
   ) => Response | Promise<Response>,
 ): (request: Request) => Promise<Response>;
 export function idempotentHandler(
@@ -131,10 +94,6 @@ export function idempotentHandler(
   handler: (request: Request, idempotency: never) => Response | Promise<Response>,
 ): (request: Request) => Promise<Response> {
   const {
-    mode = 'lease',
-    store,
-    db,
-    scope,
     route,
     key: derive,
     required = true,
@@ -142,65 +101,34 @@ export function idempotentHandler(
     replayHeaders = DEFAULT_REPLAY_HEADERS,
     responsePolicy = storeResponseByStatus,
     fingerprintQuery = true,
-    errorPolicy,
     docsUrl = DEFAULT_ERROR_DOCS_URL,
-    ...engineOptions
   } = options;
-  checkHandlerOptions({ mode, store, db, scope, maxBodyBytes, fingerprintQuery });
-  const engine = createIdempotency({
-    ...engineOptions,
-    store: store ?? drizzleStore(db!),
+  checkHandlerOptions({ maxBodyBytes, fingerprintQuery });
+  const runner = createKeyedRunner(options, {
+    factory: 'idempotentHandler()',
+    // The handler's answers are stored as responses, and what its errors come to is decided
+    // below: every failure that reaches the engine was already judged, and releases the key.
     errorPolicy: RELEASE,
   });
-  const classifyThrown = resolveErrorPolicy(errorPolicy).classify;
-  const replaySet = new Set(replayHeaders.map((name) => name.toLowerCase()));
+  const answer = handlerAnswer({
+    errorPolicy: resolveErrorPolicy(options.errorPolicy),
+    responsePolicy,
+    replayHeaders,
+  });
+  // The overloads type each mode's context; here the handler takes either.
+  const run = handler as (
+    request: Request,
+    idempotency: KeyedContext | undefined,
+  ) => Response | Promise<Response>;
   const routeOf =
     typeof route === 'function'
       ? route
       : (request: Request) => route ?? new URL(request.url).pathname;
-  const missingKey = () =>
-    problemResponse({ ...problemOf('INVALID_KEY', 400, MISSING_KEY, docsUrl), reason: 'missing' });
-  // In transaction mode the context carries `tx`; the overloads type each mode's handler.
-  const run = handler as (
-    request: Request,
-    idempotency: HandlerContext | undefined,
-  ) => Response | Promise<Response>;
-  const inTransaction =
-    mode === 'transaction'
-      ? transactionMode<Ran>({
-          db: db!,
-          settings: engine.settings,
-          lockWaitMs: lockWaitOf(engine.settings),
-          emit: (event) => notifyObserver(engineOptions.onEvent, { ...event, mode: 'transaction' }),
-          settle: (ran) => {
-            if (!ran.ok || ran.policy === 'release') {
-              return { kind: 'release', error: ran.ok ? undefined : ran.error };
-            }
-            // A stored refusal (4xx) answers every retry, but what the handler wrote before
-            // refusing is undone, as a thrown error would undo it.
-            return {
-              kind: ran.response.status < 400 ? 'commit' : 'undo',
-              value: ran.stored,
-            };
-          },
-          replay: (replayed) => {
-            // The handler's answers are stored as responses, never as errors.
-            if (!replayed.ok) throw replayed.error;
-            return {
-              ok: true,
-              response: replayedResponse(replayed.value as StoredResponse, {
-                [IDEMPOTENT_REPLAYED_HEADER]: 'true',
-              }),
-              stored: replayed.value as StoredResponse,
-              policy: 'store',
-            };
-          },
-        })
-      : undefined;
-
-  const headerKey = (request: Request): string | undefined => {
-    const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
-    return header === null ? undefined : validateKey(parseKeyHeader(header));
+  const refused = (error: unknown) => {
+    const refusal = refusalOf(error);
+    // Not idem's: the app's own code (scope(), key(), an unprotected handler) threw it.
+    if (!refusal) throw error;
+    return refusalResponse(refusal, docsUrl);
   };
 
   return async (request) => {
@@ -209,15 +137,14 @@ export function idempotentHandler(
     try {
       // Without key(), a request without a valid key is answered before its body is read.
       if (!derive) key = headerKey(request);
+      if (!derive && key === undefined && required) throw missingKey('request');
     } catch (error) {
-      return idempotencyErrorResponse(error, docsUrl)!;
+      return refused(error);
     }
-    if (!derive && key === undefined && required) return missingKey();
-
     const read = await readRequest(request, maxBodyBytes, docsUrl);
     if (!read.ok) return read.response;
     const { bytes, text, json, body } = read;
-
+    let call: KeyedCall;
     try {
       if (derive) {
         const derived = await derive({ request: body, text, json });
@@ -228,48 +155,98 @@ export function idempotentHandler(
       }
       if (key === undefined) {
         if (!required) return await run(body, undefined);
-        return missingKey();
+        throw missingKey('request');
       }
       const routeName = routeOf(request);
-      const storedUnder = storedScope(
-        await scope(request),
+      const scope = storedScope(
+        await options.scope(request),
         `${method} ${routeName}`,
         'idempotentHandler()',
       );
       // Key order in a JSON body does not matter, a number counts by its literal's value;
       // any other body counts byte for byte. The query counts unless the route says not.
       const query = fingerprintQuery ? canonicalQuery(request.url) : undefined;
-      let fingerprint = fingerprintNow({
-        method,
-        route: routeName,
-        ...(query && { query }),
-        body: json !== undefined ? { json: exactJson(text, json) } : encodeBody(bytes),
-      });
-      if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
-      return await respond(storedUnder, key, fingerprint, body);
+      const fingerprinted = fingerprintWithin(
+        {
+          method,
+          route: routeName,
+          ...(query && { query }),
+          body: json !== undefined ? { json: exactJson(text, json) } : encodeBody(bytes),
+        },
+        'the request body',
+      );
+      if (!fingerprinted.ok) return refusalResponse(fingerprinted.refusal, docsUrl);
+      call = { scope, key, fingerprint: await fingerprinted.fingerprint, signal: body.signal };
     } catch (error) {
-      const answer = idempotencyErrorResponse(error, docsUrl);
-      if (answer) return answer;
-      throw error;
+      return refused(error);
     }
+    let result: RunResult<Response>;
+    try {
+      result = await runner.run(call, (idempotency) =>
+        answer(() => run(body, idempotency), idempotency),
+      );
+    } catch (error) {
+      // The store failed (or idem refused the options): never its message, which may hold SQL.
+      return refusalResponse(refusalOf(error) ?? STORE_FAILED, docsUrl);
+    }
+    if (result.ok) {
+      if (!result.replayed) return result.value;
+      return replayedResponse(result.value as StoredResponse, {
+        [IDEMPOTENT_REPLAYED_HEADER]: 'true',
+      });
+    }
+    // The handler's failure, which the policy released, is thrown on for the framework's 500.
+    return refused(result.error);
   };
+}
 
-  /**
-   * Runs the handler and reads its response whole: the answer to send, what to store, and
-   * whether the policy stores it. A failure the policy releases is returned, to be thrown on.
-   */
-  async function runHandler(request: Request, context: HandlerContext): Promise<Ran> {
+/** Every error that reaches the engine was already judged: it releases the key. */
+const RELEASE: ErrorPolicy = { ...defaultErrorPolicy, classify: () => 'release' };
+
+/** The key the request's `Idempotency-Key` header holds, validated, if it has one. */
+function headerKey(request: Request): string | undefined {
+  const header = request.headers.get(IDEMPOTENCY_KEY_HEADER);
+  return header === null ? undefined : validateKey(parseKeyHeader(header));
+}
+
+/**
+ * The query of `url` as the fingerprint takes it: its parameters, percent-decoded as
+ * `URLSearchParams` decodes them (so `%7E` and `~` are one character), sorted by name and
+ * kept in order within a name; `undefined` for a URL without one, whose fingerprint is as
+ * it always was.
+ */
+function canonicalQuery(url: string): [name: string, value: string][] | undefined {
+  const search = new URL(url).search;
+  if (search.length <= 1) return undefined;
+  const params = new URLSearchParams(search);
+  params.sort();
+  return [...params];
+}
+
+/**
+ * Runs the handler and judges what it came to, for the engine: a response (read whole, so
+ * that it can be stored and still sent) kept as the policy says, or a failure that releases
+ * the key. A thrown error the error policy stores becomes a problem response, stored.
+ */
+function handlerAnswer(policies: {
+  errorPolicy: ErrorPolicy;
+  responsePolicy: (response: Response) => ErrorDecision;
+  replayHeaders: readonly string[];
+}) {
+  const { errorPolicy, responsePolicy } = policies;
+  const replaySet = new Set(policies.replayHeaders.map((name) => name.toLowerCase()));
+  return async (
+    invoke: () => Response | Promise<Response>,
+    idempotency: KeyedContext,
+  ): Promise<Attempt<Response>> => {
     let response: Response;
     try {
-      response = await run(request, context);
+      response = await invoke();
     } catch (error) {
-      // A handler that lost its lease fails with whatever its code made of the aborted
-      // signal (an AbortError from fetch or a timer): the engine must see the
-      // LeaseLostError, so that it writes nothing and the answer is 409 LEASE_LOST.
-      const reason: unknown = context.signal.aborted ? context.signal.reason : undefined;
-      if (isLeaseLostError(reason)) throw reason;
-      if (isLeaseLostError(error)) throw error;
-      if (classifyThrown(error) === 'release') return { ok: false, error };
+      const failure = failureOf(error, idempotency);
+      if (isLeaseLostError(failure) || errorPolicy.classify(failure) === 'release') {
+        return { ok: false, error: failure };
+      }
       response = thrownErrorResponse(error);
     }
     let read: Awaited<ReturnType<typeof storeResponse>>;
@@ -281,57 +258,15 @@ export function idempotentHandler(
       return { ok: false, error };
     }
     const { bytes, stored } = read;
-    const answer = new Response(nullBodyStatus(response.status) ? null : (bytes as BodyInit), {
+    const value = new Response(nullBodyStatus(response.status) ? null : (bytes as BodyInit), {
       status: response.status,
       statusText: response.statusText,
       headers: response.headers,
     });
-    return { ok: true, response: answer, stored, policy: responsePolicy(answer) };
-  }
-
-  /** Runs the handler under the key, or replays the key's stored response. */
-  async function respond(
-    scope: string,
-    key: string,
-    fingerprint: string,
-    request: Request,
-  ): Promise<Response> {
-    let answer: Response | undefined;
-    let thrown: { error: unknown } | undefined;
-    try {
-      if (inTransaction) {
-        const { result } = await inTransaction({
-          scope,
-          key,
-          fingerprint,
-          signal: request.signal,
-          run: (context) => runHandler(request, context),
-        });
-        if (result.ok) return result.response;
-        thrown = { error: result.error };
-        throw result.error;
-      }
-      const outcome = await engine.execute({ scope, key, fingerprint }, async (context) => {
-        const ran = await runHandler(request, context);
-        if (!ran.ok) {
-          thrown = { error: ran.error };
-          throw ran.error;
-        }
-        answer = ran.response;
-        if (ran.policy === 'release') throw new ReleasedResponse(answer);
-        return ran.stored;
-      });
-      if (!outcome.replayed) return answer!;
-      return replayedResponse(outcome.value as StoredResponse, {
-        [IDEMPOTENT_REPLAYED_HEADER]: 'true',
-      });
-    } catch (error) {
-      if (error instanceof ReleasedResponse) return error.response;
-      if (isLeaseLostError(error)) return idempotencyErrorResponse(error, docsUrl)!;
-      if (thrown && error === thrown.error) throw error;
-      const known = idempotencyErrorResponse(error, docsUrl);
-      if (known) return known;
-      return storeFailedResponse();
-    }
-  }
+    // A stored refusal (4xx) answers every retry, but what the handler wrote before refusing
+    // is undone in transaction mode, as a thrown error would undo it.
+    const keep =
+      responsePolicy(value) === 'release' ? 'nothing' : value.status < 400 ? 'all' : 'answer';
+    return { ok: true, value, stored, keep };
+  };
 }

@@ -1,7 +1,5 @@
 export type {
-  HandlerIdempotency,
   HandlerKeyCall,
-  HandlerTransactionIdempotency,
   IdempotentHandlerOptions,
   TransactionHandlerOptions,
 } from './IdempotentHandlerOptions.js';

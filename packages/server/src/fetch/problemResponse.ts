@@ -1,24 +1,12 @@
-import {
-  IDEMPOTENCY_STATUS_HEADER,
-  type IdempotencyErrorCode,
-  isConfigurationError,
-  isInvalidKeyError,
-  isKeyMismatchError,
-  isLeaseLostError,
-  isRequestInProgressError,
-  isUnserializableValueError,
-  RETRY_AFTER_HEADER,
-  retryAfterSeconds,
-} from '@idem/core';
-import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../errorDocs.js';
-import { UnstorablePrincipalError } from '../storedScope.js';
-import { STORE_FAILED_MESSAGE } from '../storeFailedMessage.js';
+import { IDEMPOTENCY_STATUS_HEADER, RETRY_AFTER_HEADER, retryAfterSeconds } from '@idem/core';
+import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../adapter/errorDocs.js';
+import type { Refusal, RefusalCode } from '../adapter/refusals.js';
 
 /** The media type of an RFC 9457 problem document. */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
 /** The codes of idem's answers to a plain HTTP request. */
-export type ProblemCode = IdempotencyErrorCode | 'INPUT_TOO_LARGE' | 'INVALID_BODY';
+export type ProblemCode = RefusalCode;
 
 /**
  * An RFC 9457 problem document, as `idempotentHandler` answers what idem refused. `type`
@@ -79,56 +67,40 @@ export function problemOf(
 }
 
 /**
- * The answer to an error idem raised before or around the handler: 400 for a bad key or an
- * input that cannot be fingerprinted, 422 for a key reused with another request, 409 (with
- * `Retry-After` and `Idempotency-Status`) for a busy key or a lost lease, 500 for the
- * server's configuration. `undefined` for any other error: the caller decides.
+ * The answer to a refusal of idem's table (`refusalOf`): a problem document with idem's
+ * code and its documentation link, or `about:blank` for a refusal without a code (a
+ * principal the store cannot keep, a store that failed, whose message holds no SQL); the
+ * 409s carry `Retry-After` and `Idempotency-Status`.
  */
-export function idempotencyErrorResponse(error: unknown, docsUrl: string): Response | undefined {
-  const problem = (code: ProblemCode, status: number) =>
-    problemOf(code, status, (error as Error).message, docsUrl);
-  if (isInvalidKeyError(error)) {
-    return problemResponse({ ...problem('INVALID_KEY', 400), reason: error.reason });
+export function refusalResponse(refusal: Refusal, docsUrl: string): Response {
+  const { status, code, message } = refusal;
+  if (code === undefined) {
+    return problemResponse(plainProblem(status, STATUS_TITLES[status], message));
   }
-  if (isKeyMismatchError(error)) return problemResponse(problem('KEY_MISMATCH', 422));
-  if (isRequestInProgressError(error)) {
-    return problemResponse(
-      { ...problem('REQUEST_IN_PROGRESS', 409), retryAfterMs: error.retryAfterMs },
-      {
-        [RETRY_AFTER_HEADER]: String(retryAfterSeconds(error.retryAfterMs)),
-        [IDEMPOTENCY_STATUS_HEADER]: 'in-progress',
-      },
-    );
+  const problem: IdempotencyProblem = problemOf(code, status, message, docsUrl);
+  if (refusal.reason !== undefined) problem.reason = refusal.reason;
+  if (refusal.retryAfterMs !== undefined) problem.retryAfterMs = refusal.retryAfterMs;
+  if (refusal.limitBytes !== undefined) problem.maxBodyBytes = refusal.limitBytes;
+  const headers: Record<string, string> = {};
+  if (refusal.idempotencyStatus !== undefined) {
+    headers[RETRY_AFTER_HEADER] = String(retryAfterSeconds(refusal.retryAfterMs ?? 0));
+    headers[IDEMPOTENCY_STATUS_HEADER] = refusal.idempotencyStatus;
   }
-  if (isLeaseLostError(error)) {
-    // Another attempt owns the key now and will finish it: a retry with the same key gets
-    // its answer, so this is a conflict to retry, not a server fault.
-    return problemResponse(
-      { ...problem('LEASE_LOST', 409), retryAfterMs: 0 },
-      { [RETRY_AFTER_HEADER]: '0', [IDEMPOTENCY_STATUS_HEADER]: 'lease-lost' },
-    );
-  }
-  if (isUnserializableValueError(error)) {
-    return problemResponse(problem('UNSERIALIZABLE_VALUE', 400));
-  }
-  if (error instanceof UnstorablePrincipalError) {
-    return problemResponse(plainProblem(400, 'Bad Request', error.message));
-  }
-  if (isConfigurationError(error)) return problemResponse(problem('INVALID_CONFIGURATION', 500));
-  return undefined;
+  return problemResponse(problem, headers);
 }
+
+/** The reason phrase of each status a refusal without a code has. */
+const STATUS_TITLES: Record<Refusal['status'], string> = {
+  400: 'Bad Request',
+  409: 'Conflict',
+  413: 'Content Too Large',
+  422: 'Unprocessable Content',
+  500: 'Internal Server Error',
+};
 
 /** A problem that is not one of idem's codes: `type` is `about:blank` (RFC 9457 §4.2.1). */
 export function plainProblem(status: number, title: string, detail: string): ProblemDocument {
   return { type: 'about:blank', title, status, detail };
-}
-
-/**
- * The answer when the store itself failed (a lost connection, a refused statement): its
- * message may hold SQL text and values, which a response must never show.
- */
-export function storeFailedResponse(): Response {
-  return problemResponse(plainProblem(500, 'Internal Server Error', STORE_FAILED_MESSAGE));
 }
 
 /** A thrown error the policy stores, answered (and replayed) as a problem with its status. */

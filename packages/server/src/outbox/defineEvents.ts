@@ -1,6 +1,6 @@
 import { notifyObserver, requirePositive } from '@idem/core/store';
 import type { $ZodType, input, output } from 'zod/v4/core';
-import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 import { InvalidEventError } from './errors/InvalidEventError.js';
 import { checkPayload, type RawEvent, type ValidEvent, validateEvent } from './validateEvent.js';
 import { writeEvents } from './writeEvents.js';

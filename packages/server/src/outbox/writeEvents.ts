@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 import { AGGREGATE_LOCK_NAMESPACE, OUTBOX_CHANNEL } from './internal/constants.js';
 import { outboxEvents } from './schema.js';
 import type { ValidEvent } from './validateEvent.js';

@@ -1,12 +1,9 @@
-import type {
-  ErrorPolicyOption,
-  HandlerContext,
-  IdempotencyOptions,
-  InProgressWait,
-} from '@idem/core';
+import type { ErrorPolicyOption, HandlerContext } from '@idem/core';
 import type { IdempotencyStore } from '@idem/core/store';
 import type { TRPCUnsetMarker } from '@trpc/server';
-import type { PgDatabaseLike, TransactionOf } from '../drizzle/PgDatabaseLike.js';
+import type { KeyedOptions, Lazy, OptionalIf } from '../adapter/KeyedOptions.js';
+import type { PgDatabaseLike, TransactionOf } from '../postgres/PgDatabaseLike.js';
+import type { TransactionIdempotency } from '../postgres/transactionMode.js';
 
 export type { TransactionOf };
 
@@ -23,24 +20,7 @@ export type { TransactionOf };
  */
 export type LeaseIdempotency = HandlerContext;
 
-/**
- * `ctx.idempotency` in a transaction-mode procedure: everything of {@link LeaseIdempotency}
- * plus `tx`, the transaction that claims the key and completes it. Do every write of the
- * procedure through `tx`: it commits together with the completion, or not at all.
- *
- * `step(name, fn)` simply runs `fn` here: the transaction makes the procedure atomic, so
- * there is never a half-finished attempt to resume. `signal` is the request's signal.
- *
- * **PGlite** has a single connection: while the transaction is open, any query on `db`
- * (rather than `tx`) waits for the transaction to end, which waits for the procedure, so
- * the request hangs. Inside a transaction-mode procedure, use only `tx`.
- */
-export interface TransactionIdempotency<TTx> extends HandlerContext {
-  tx: TTx;
-}
-
-/** With `required: false`, a call without a key runs unprotected: no `ctx.idempotency`. */
-export type OptionalIf<T, TRequired extends boolean> = TRequired extends false ? T | undefined : T;
+export type { OptionalIf, TransactionIdempotency };
 
 /**
  * The context a middleware sees: the app's context with the fields earlier middlewares
@@ -63,14 +43,13 @@ export interface KeyCall<TContext, TInput> {
 }
 
 /**
- * The middleware's options: core's engine options (`leaseMs`, `heartbeatMs`, `ttlMs`,
- * `retryWindowMs`, `serializer`, `inProgressRetryAfterMs`, `clock`, `onEvent`, documented
- * in `@idem/core`), which it hands to the engine as they are, plus what a tRPC procedure
- * needs: who is calling (`scope`), where the key comes from, and how big an input may be.
- * The store comes from `db` or `store` (see the modes below).
+ * The middleware's options: those every adapter shares (where keys live, the mode,
+ * `required`, `inProgress`, and core's engine options, which go to the engine as they are),
+ * plus what a tRPC procedure needs: who is calling (`scope`), where the key comes from, and
+ * how big an input may be. The store comes from `db` or `store` (see the modes below).
  */
 export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInput = unknown>
-  extends Omit<IdempotencyOptions, 'store' | 'errorPolicy' | 'inProgress'> {
+  extends Omit<KeyedOptions<TRequired>, 'mode' | 'store' | 'db' | 'errorPolicy'> {
   /**
    * Names the principal (tenant, user, API client) the call acts for, e.g.
    * `({ ctx }) => \`tenant:${ctx.tenantId}/user:${ctx.user.id}\``. The middleware adds the
@@ -100,25 +79,6 @@ export interface IdempotentBaseOptions<TContext, TRequired extends boolean, TInp
    */
   key?: (call: KeyCall<TContext, TInput>) => string | undefined | Promise<string | undefined>;
   /**
-   * A call without a key: `true` refuses it with `BAD_REQUEST`; `false` runs it
-   * unprotected, with `ctx.idempotency` undefined.
-   * @default true
-   */
-  required?: TRequired;
-  /**
-   * What a duplicate does while the first call with its key still runs.
-   *
-   * Lease mode: `'reject'` answers at once with `CONFLICT` (409), `Retry-After` and
-   * `data.idempotency.code = 'REQUEST_IN_PROGRESS'`; `{ waitMs }` polls for up to `waitMs`
-   * and replays the first call's outcome when it finishes (409 after that).
-   *
-   * Transaction mode: a duplicate always waits on the key's lock, which ends in a
-   * replay when the first call commits. The wait is bounded by Postgres' `lock_timeout`,
-   * set to `waitMs`, or 5 000 ms with `'reject'`; past it, the 409 above.
-   * @default 'reject'
-   */
-  inProgress?: 'reject' | InProgressWait;
-  /**
    * Which failures are stored and replayed, and which release the key; the parts you
    * leave out come from `trpcErrorPolicy` (not core's default).
    * `(error) => 'store' | 'release'` replaces only the decision.
@@ -142,8 +102,8 @@ export interface LeaseStoreOptions<TContext, TRequired extends boolean, TInput =
    * @default 'lease'
    */
   mode?: 'lease';
-  /** Where keys live. */
-  store: IdempotencyStore;
+  /** Where keys live, or a function giving the store on the first call. */
+  store: Lazy<IdempotencyStore>;
   db?: undefined;
 }
 
@@ -152,8 +112,11 @@ export interface LeaseDbOptions<TContext, TRequired extends boolean, TInput = un
   extends IdempotentBaseOptions<TContext, TRequired, TInput> {
   /** @default 'lease' */
   mode?: 'lease';
-  /** A Drizzle Postgres database (postgres-js or PGlite); keys go through `drizzleStore(db)`. */
-  db: PgDatabaseLike;
+  /**
+   * A Drizzle Postgres database (postgres-js, node-postgres or PGlite), or a function giving
+   * it on the first call; keys go through `drizzleStore(db)`.
+   */
+  db: Lazy<PgDatabaseLike>;
   store?: undefined;
 }
 
@@ -173,7 +136,7 @@ export interface TransactionModeOptions<
   TInput = unknown,
 > extends IdempotentBaseOptions<TContext, TRequired, TInput> {
   mode: 'transaction';
-  /** The Drizzle Postgres database whose transaction the procedure gets as `tx`. */
-  db: TDb;
+  /** The Drizzle Postgres database whose transaction the procedure gets as `tx`, or a function giving it. */
+  db: Lazy<TDb>;
   store?: undefined;
 }

@@ -1,5 +1,5 @@
 import { initTRPC, type TRPCProcedureBuilder, type TRPCUnsetMarker } from '@trpc/server';
-import type { PgDatabaseLike } from '../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 import type {
   LeaseIdempotency,
   LeaseModeOptions,

@@ -7,7 +7,6 @@ export type {
   LeaseIdempotency,
   LeaseModeOptions,
   LeaseStoreOptions,
-  TransactionIdempotency,
   TransactionModeOptions,
 } from './IdempotentOptions.js';
 export {

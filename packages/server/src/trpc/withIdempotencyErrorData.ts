@@ -1,12 +1,5 @@
-import {
-  type IdempotencyErrorCode,
-  isIdempotencyError,
-  isInvalidKeyError,
-  isLeaseLostError,
-  isRequestInProgressError,
-} from '@idem/core';
-import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../errorDocs.js';
-import { isInputTooLargeError } from './InputTooLargeError.js';
+import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../adapter/errorDocs.js';
+import { type RefusalCode, refusalOf } from '../adapter/refusals.js';
 
 export { DEFAULT_ERROR_DOCS_URL };
 
@@ -20,7 +13,7 @@ export interface IdempotencyErrorData {
    * the same key later"; `'KEY_MISMATCH'` (422), `'INVALID_KEY'` (400) and
    * `'INPUT_TOO_LARGE'` (413) mean "do not".
    */
-  code: IdempotencyErrorCode | 'INPUT_TOO_LARGE';
+  code: RefusalCode;
   /**
    * A link to this code's documentation (the IETF idempotency draft asks error answers to
    * carry one): `<docsUrl>#<code in lower case>`.
@@ -73,21 +66,13 @@ export function withIdempotencyErrorData<TShape extends { data: object }>(
 }
 
 function idempotencyDataOf(cause: unknown, docsUrl: string): IdempotencyErrorData | undefined {
-  if (isInputTooLargeError(cause)) {
-    return {
-      code: cause.code,
-      type: errorTypeUrl(docsUrl, cause.code),
-      maxInputBytes: cause.maxInputBytes,
-    };
-  }
-  if (!isIdempotencyError(cause)) return undefined;
-  const idempotency: IdempotencyErrorData = {
-    code: cause.code,
-    type: errorTypeUrl(docsUrl, cause.code),
-  };
-  if (isRequestInProgressError(cause)) idempotency.retryAfterMs = cause.retryAfterMs;
-  if (isLeaseLostError(cause)) idempotency.retryAfterMs = 0;
-  if (isInvalidKeyError(cause)) idempotency.reason = cause.reason;
+  const refusal = refusalOf(cause);
+  if (refusal?.code === undefined) return undefined;
+  const { code, retryAfterMs, reason, limitBytes } = refusal;
+  const idempotency: IdempotencyErrorData = { code, type: errorTypeUrl(docsUrl, code) };
+  if (retryAfterMs !== undefined) idempotency.retryAfterMs = retryAfterMs;
+  if (reason !== undefined) idempotency.reason = reason;
+  if (limitBytes !== undefined) idempotency.maxInputBytes = limitBytes;
   return idempotency;
 }
 

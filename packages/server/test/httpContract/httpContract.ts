@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
-import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../../src/errorDocs.js';
+import { DEFAULT_ERROR_DOCS_URL, errorTypeUrl } from '../../src/adapter/errorDocs.js';
 import { sendRaw } from '../httpClient.js';
 import type { ContractRoute, ContractTarget, HttpAnswer } from './ContractTarget.js';
 

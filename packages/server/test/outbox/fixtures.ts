@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import type { PgDatabaseLike } from '../../src/drizzle/PgDatabaseLike.js';
 import { defineEvents } from '../../src/outbox/defineEvents.js';
 import type { OutboxMessage, Publisher } from '../../src/outbox/OutboxMessage.js';
+import type { PgDatabaseLike } from '../../src/postgres/PgDatabaseLike.js';
 import { rows } from '../harness.js';
 
 /** The events every outbox test publishes. */

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { IdempotencyStore } from '../../IdempotencyStore.js';
-import type { StoredOutcome } from '../../record.js';
+import type { IdempotencyStore } from '../../store/IdempotencyStore.js';
+import type { StoredOutcome } from '../../store/record.js';
 import { type ManualClock, manualClock } from '../manualClock.js';
 import { contractHelpers, LEASE_MS, TTL_MS } from './storeContractCase.js';
 import { fencingCases } from './storeContractFencing.js';

@@ -1,7 +1,12 @@
 import { expect } from 'vitest';
 import { isLeaseLostError } from '../../errors/LeaseLostError.js';
-import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../../IdempotencyStore.js';
-import { type JsonValue, type LeaseToken, leaseTokenOf, type StoredOutcome } from '../../record.js';
+import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../../store/IdempotencyStore.js';
+import {
+  type JsonValue,
+  type LeaseToken,
+  leaseTokenOf,
+  type StoredOutcome,
+} from '../../store/record.js';
 import type { ManualClock } from '../manualClock.js';
 
 export const LEASE_MS = 1_000;

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { isLeaseLostError } from '../../errors/LeaseLostError.js';
-import type { ClaimResult, IdempotencyStore } from '../../IdempotencyStore.js';
-import type { JsonValue } from '../../record.js';
+import type { ClaimResult, IdempotencyStore } from '../../store/IdempotencyStore.js';
+import type { JsonValue } from '../../store/record.js';
 import type { ManualClock } from '../manualClock.js';
 import { type ContractCase, LEASE_MS, TTL_MS } from './storeContractCase.js';
 

@@ -1,12 +1,12 @@
 import { ConfigurationError } from '@idem/core';
 import { requirePositive } from '@idem/core/store';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
 import {
   deleteInBatches,
   type Sweeper,
   type SweepScheduleOptions,
   scheduleSweeps,
-} from '../../sweeper.js';
+} from '../../postgres/sweeper.js';
 import type { IdempotentConsumer } from './idempotentConsumer.js';
 
 export interface InboxSweeperOptions extends SweepScheduleOptions {

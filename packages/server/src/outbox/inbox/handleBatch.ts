@@ -1,7 +1,7 @@
 import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
-import type { PgDatabaseLike, TransactionOf } from '../../drizzle/PgDatabaseLike.js';
-import { sqlNow } from '../../drizzle/sqlTime.js';
+import type { PgDatabaseLike, TransactionOf } from '../../postgres/PgDatabaseLike.js';
+import { sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 
 /** What became of one event of a batch. */

@@ -1,12 +1,12 @@
 import { type Clock, ConfigurationError } from '@idem/core';
 import { notifyObserver } from '@idem/core/store';
 import { and, eq, lt } from 'drizzle-orm';
-import type { PgDatabaseLike, TransactionOf } from '../../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike, TransactionOf } from '../../postgres/PgDatabaseLike.js';
 
 export type { TransactionOf };
 
-import { deleteSkipLocked } from '../../drizzle/deleteSkipLocked.js';
-import { sqlLater, sqlNow } from '../../drizzle/sqlTime.js';
+import { deleteSkipLocked } from '../../postgres/deleteSkipLocked.js';
+import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 import { type BatchHandler, type BatchItemResult, handleInboxBatch } from './handleBatch.js';
 

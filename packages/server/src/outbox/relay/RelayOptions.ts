@@ -1,5 +1,5 @@
 import type { Clock, Random } from '@idem/core';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
 import type { Publisher } from '../OutboxMessage.js';
 import type { RelayEvent } from './RelayEvent.js';
 

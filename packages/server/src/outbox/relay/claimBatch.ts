@@ -1,7 +1,7 @@
 import type { Clock } from '@idem/core';
 import { and, asc, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import { sqlLater, sqlNow } from '../../drizzle/sqlTime.js';
+import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
+import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import type { OutboxMessage } from '../OutboxMessage.js';
 import { outboxEvents as outbox } from '../schema.js';
 

@@ -1,8 +1,8 @@
 import type { Clock } from '@idem/core';
 import { and, isNotNull, lt } from 'drizzle-orm';
-import { deleteSkipLocked } from '../../drizzle/deleteSkipLocked.js';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import { sqlLater, sqlNow } from '../../drizzle/sqlTime.js';
+import { deleteSkipLocked } from '../../postgres/deleteSkipLocked.js';
+import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
+import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import { outboxEvents as outbox } from '../schema.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
+import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
 import { OUTBOX_CHANNEL } from '../internal/constants.js';
 
 type Unlisten = () => Promise<void>;

@@ -1,7 +1,7 @@
 import type { Clock } from '@idem/core';
 import { isNull, sql } from 'drizzle-orm';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import { sqlNow } from '../../drizzle/sqlTime.js';
+import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
+import { sqlNow } from '../../postgres/sqlTime.js';
 import { outboxEvents as outbox } from '../schema.js';
 
 /** What the outbox table holds right now, whoever relays it. */

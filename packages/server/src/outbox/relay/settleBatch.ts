@@ -1,8 +1,8 @@
 import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import { executeRows } from '../../drizzle/rows.js';
-import { sqlNow } from '../../drizzle/sqlTime.js';
+import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
+import { executeRows } from '../../postgres/rows.js';
+import { sqlNow } from '../../postgres/sqlTime.js';
 import { outboxEvents as outbox } from '../schema.js';
 
 /** What became of one claimed event. */

@@ -1,7 +1,7 @@
-import { type Clock, systemClock } from './Clock.js';
+import { type Clock, systemClock } from '../Clock.js';
+import { requirePositive } from '../requirePositive.js';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
 import { decideClaim, type IdempotencyRecord, isExpired } from './record.js';
-import { requirePositive } from './requirePositive.js';
 
 export interface CachedStoreOptions {
   /**

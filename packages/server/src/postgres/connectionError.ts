@@ -49,6 +49,23 @@ const SOCKET_CODES = new Set([
 /** How far down a chain of causes to look; Drizzle wraps a driver's error once. */
 const MAX_CAUSE_DEPTH = 5;
 
+/** Whether `error` or an error in its chain of causes has a string `code` that `test` accepts. */
+function someCode(error: unknown, test: (code: string) => boolean): boolean {
+  let current = error;
+  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
+    if (typeof current !== 'object' || current === null) return false;
+    const { code, cause } = current as { code?: unknown; cause?: unknown };
+    if (typeof code === 'string' && test(code)) return true;
+    current = cause;
+  }
+  return false;
+}
+
+/** Whether `error` or one of its causes carries the SQLSTATE `code` (Drizzle wraps driver errors). */
+export function hasCode(error: unknown, code: string): boolean {
+  return someCode(error, (found) => found === code);
+}
+
 /**
  * Whether `error`, or an error in its chain of causes (Drizzle wraps a driver's error in a
  * `DrizzleQueryError` whose `cause` it is), says that the connection the statement ran on
@@ -61,16 +78,12 @@ const MAX_CAUSE_DEPTH = 5;
  * `uncaughtException` that takes the process down) instead of rejecting the statement.
  */
 export function isConnectionError(error: unknown): boolean {
-  let current = error;
-  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
-    if (typeof current !== 'object' || current === null) return false;
-    const { code, cause } = current as { code?: unknown; cause?: unknown };
-    if (typeof code === 'string') {
-      if (code.length === 5 && code.startsWith('08')) return true;
-      if (SESSION_ENDING_STATES.has(code)) return true;
-      if (DRIVER_CONNECTION_CODES.has(code) || SOCKET_CODES.has(code)) return true;
-    }
-    current = cause;
-  }
-  return false;
+  return someCode(
+    error,
+    (code) =>
+      (code.length === 5 && code.startsWith('08')) ||
+      SESSION_ENDING_STATES.has(code) ||
+      DRIVER_CONNECTION_CODES.has(code) ||
+      SOCKET_CODES.has(code),
+  );
 }

@@ -1,10 +1,10 @@
 import { backoffDelay, ConfigurationError } from '@idem/core';
 import { notifyObserver, requirePositive } from '@idem/core/store';
 import type { JsMsg } from '@nats-io/jetstream';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import type { EventSchemas, TopicOf } from '../defineEvents.js';
-import type { BatchItemResult } from '../inbox/handleBatch.js';
-import type { TransactionOf } from '../inbox/idempotentConsumer.js';
+import type { EventSchemas, TopicOf } from '../outbox/defineEvents.js';
+import type { BatchItemResult } from '../outbox/inbox/handleBatch.js';
+import type { TransactionOf } from '../outbox/inbox/idempotentConsumer.js';
+import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 import type {
   ConsumeJetStreamOptions,
   DeliveredEvent,

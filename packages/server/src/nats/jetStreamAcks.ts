@@ -9,7 +9,7 @@ import {
   type Subscription,
   TimeoutError,
 } from '@nats-io/nats-core';
-import type { PublishResult } from '../OutboxMessage.js';
+import type { PublishResult } from '../outbox/OutboxMessage.js';
 
 /** One message to store in a stream: the subject a stream captures, its body and headers. */
 export interface JetStreamMessage {

@@ -1,7 +1,7 @@
 import { type Clock, ConfigurationError, systemClock, type TimerHandle } from '@idem/core';
 import { type IdempotencyStore, requirePositive } from '@idem/core/store';
-import { drizzleStore } from './drizzle/drizzleStore.js';
-import type { PgDatabaseLike } from './drizzle/PgDatabaseLike.js';
+import { drizzleStore } from './drizzleStore.js';
+import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
 /** Where the expired keys are: a Drizzle database (its `idem_keys` table) or any store. */
 export type SweepTarget =

@@ -1,5 +1,5 @@
 import type { JsMsg } from '@nats-io/jetstream';
-import type { OutboxMessage } from '../OutboxMessage.js';
+import type { OutboxMessage } from '../outbox/OutboxMessage.js';
 import { NATS_HEADERS } from './natsHeaders.js';
 
 /** Headers that describe the message, not the event: not handed to the handler. */

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { isConfigurationError } from '../errors/ConfigurationError.js';
+import { storeContract } from '../testing/contract/storeContract.js';
+import { manualClock } from '../testing/manualClock.js';
+import { memoryStore } from '../testing/memoryStore.js';
 import { cachedStore } from './cachedStore.js';
-import { isConfigurationError } from './errors/ConfigurationError.js';
 import type { ClaimRequest, IdempotencyStore } from './IdempotencyStore.js';
 import { leaseTokenOf, type StoredOutcome } from './record.js';
-import { storeContract } from './testing/contract/storeContract.js';
-import { manualClock } from './testing/manualClock.js';
-import { memoryStore } from './testing/memoryStore.js';
 
 storeContract('cachedStore over memoryStore', async (clock) => ({
   store: cachedStore(memoryStore({ clock }), { maxEntries: 100, clock }),

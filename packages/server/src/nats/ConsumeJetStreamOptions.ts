@@ -1,10 +1,10 @@
 import type { Random } from '@idem/core';
 import type { Consumer } from '@nats-io/jetstream';
 import type { output } from 'zod/v4/core';
-import type { PgDatabaseLike } from '../../drizzle/PgDatabaseLike.js';
-import type { EventDefinitions, EventSchemas, TopicOf } from '../defineEvents.js';
-import type { IdempotentConsumer, TransactionOf } from '../inbox/idempotentConsumer.js';
-import type { OutboxMessage } from '../OutboxMessage.js';
+import type { EventDefinitions, EventSchemas, TopicOf } from '../outbox/defineEvents.js';
+import type { IdempotentConsumer, TransactionOf } from '../outbox/inbox/idempotentConsumer.js';
+import type { OutboxMessage } from '../outbox/OutboxMessage.js';
+import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 
 /** An event as the handler gets it: typed by topic when `events` is given. */
 export type DeliveredEvent<TSchemas extends EventSchemas> = {

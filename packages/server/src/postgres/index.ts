@@ -3,6 +3,10 @@
 // with only the outbox or the Fetch handler need not install tRPC (test/entries.test.ts checks
 // the import graph).
 
+export { type DrizzleStoreOptions, drizzleStore } from './drizzleStore.js';
+export { type MigrateResult, migrate } from './migrate.js';
+export type { PgDatabaseLike, TransactionOf } from './PgDatabaseLike.js';
+export { type IdempotencyKeyRow, idempotencyKeys } from './schema.js';
 export {
   createSweeper,
   type SweepExpiredOptions,
@@ -11,8 +15,5 @@ export {
   type SweepScheduleOptions,
   type SweepTarget,
   sweepExpired,
-} from '../sweeper.js';
-export { type DrizzleStoreOptions, drizzleStore } from './drizzleStore.js';
-export { type MigrateResult, migrate } from './migrate.js';
-export type { PgDatabaseLike, TransactionOf } from './PgDatabaseLike.js';
-export { type IdempotencyKeyRow, idempotencyKeys } from './schema.js';
+} from './sweeper.js';
+export type { TransactionIdempotency } from './transactionMode.js';

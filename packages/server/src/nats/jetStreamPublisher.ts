@@ -1,6 +1,6 @@
 import { type JetStreamClient, type JetStreamOptions, jetstream } from '@nats-io/jetstream';
 import { type NatsConnection, headers as natsHeaders } from '@nats-io/nats-core';
-import type { OutboxMessage, Publisher, PublishResult } from '../OutboxMessage.js';
+import type { OutboxMessage, Publisher, PublishResult } from '../outbox/OutboxMessage.js';
 import { isTransientNatsError } from './isTransientNatsError.js';
 import { type JetStreamAcks, type JetStreamMessage, jetStreamAcks } from './jetStreamAcks.js';
 import { NATS_HEADERS } from './natsHeaders.js';

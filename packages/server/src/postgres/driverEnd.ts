@@ -1,0 +1,52 @@
+import { isConnectionError } from './connectionError.js';
+
+/**
+ * How long a transaction's callback, failed with a connection-level error, waits for the
+ * driver to end the transaction by itself. postgres.js ends it in the same turn of the event
+ * loop as it reports the error (see {@link endedWithItsConnection}); the wait runs out only
+ * where the driver waits for the callback before it ends the transaction (Drizzle's
+ * node-postgres session does) or where the connection was not lost after all (an 08 error
+ * that dblink or postgres_fdw raised about another server): the callback then fails as any
+ * other. It waits on the driver's I/O, so on the real timers, not on the engine's clock.
+ */
+const DRIVER_END_WAIT_MS = 100;
+
+/**
+ * Whether the transaction's callback failed because its connection is gone and the driver
+ * has already ended the transaction without it: then the callback must never settle.
+ *
+ * postgres.js's `begin()` races the callback against the connection's close and rejects as
+ * soon as the socket closes; but when the callback settles after that, it still sends
+ * `rollback` (or `commit`) on that connection, whose socket is gone, and the driver throws
+ * from the timer that would have written it (`TypeError: Cannot read properties of null
+ * (reading 'write')`): an uncaughtException, which ends a process with Node's default
+ * handlers. The write it failed also stays buffered, and every later reconnection of that
+ * pooled connection stalls behind it until the connect timeout. The caller already has
+ * `begin()`'s rejection, so a callback left pending loses nothing, and nothing refers to
+ * it once the driver let go: it is collected with its transaction.
+ *
+ * Only a connection-level error (also as the cause of a released result) waits, so an
+ * ordinary failure costs nothing. A failure the error policy would store asks here too
+ * before anything is sent: with the connection gone it is released instead, and with the
+ * connection still there (the wait ran out) it is stored as before.
+ */
+export async function endedWithItsConnection(
+  error: unknown,
+  driverEnded: Promise<void> | undefined,
+): Promise<boolean> {
+  if (!driverEnded || !isConnectionError(error)) return false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const waited = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), DRIVER_END_WAIT_MS);
+  });
+  try {
+    return await Promise.race([driverEnded.then(() => true), waited]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A promise that never settles: see {@link endedWithItsConnection}. */
+export function parked<T>(): Promise<T> {
+  return new Promise<T>(() => {});
+}
