@@ -11,7 +11,6 @@ export {
   intentKey,
 } from './intentKey.js';
 export { isOutcomeUnknown } from './isOutcomeUnknown.js';
-export { isTransientError } from './isTransientError.js';
 export { type IdempotencyLinkOptions, idempotencyLink } from './links/idempotencyLink.js';
 export {
   KEYED_RETRY_BUDGET,

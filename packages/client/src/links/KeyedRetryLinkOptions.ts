@@ -13,7 +13,10 @@ export interface RetryOnContext<TRouter extends AnyRouter = AnyRouter> {
   error: TRPCClientError<TRouter>;
   /** The attempt that failed, counting from 1 (the first call). */
   attempt: number;
-  /** What the default policy decides: see `isTransientError`. */
+  /**
+   * What the default policy decides: whether a retry may cure this failure (the same
+   * reading as `isOutcomeUnknown`).
+   */
   transient: boolean;
 }
 
@@ -65,8 +68,8 @@ export interface KeyedRetryLinkOptions<TRouter extends AnyRouter = AnyRouter> {
    */
   attemptTimeoutMs?: number | false;
   /**
-   * Replaces the default decision of which failures to retry (`isTransientError`, handed
-   * in as `transient`). It cannot make an unkeyed mutation retryable, and `maxAttempts`,
+   * Replaces the default decision of which failures to retry (handed in as `transient`;
+   * extend it with `({ error, transient }) => transient || …`). It cannot make an unkeyed mutation retryable, and `maxAttempts`,
    * `deadlineMs`, the budget and the caller's `signal` still apply.
    * @default ({ transient }) => transient
    */

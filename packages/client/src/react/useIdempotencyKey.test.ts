@@ -7,7 +7,7 @@ import { createTRPCOptionsProxy, type TRPCOptionsProxy } from '@trpc/tanstack-re
 import { act, createElement, type ReactNode } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isTransientError } from '../isTransientError.js';
+import { isOutcomeUnknown } from '../isOutcomeUnknown.js';
 import { idempotencyLink } from '../links/idempotencyLink.js';
 import { keyedRetryLink } from '../links/keyedRetryLink.js';
 import {
@@ -66,7 +66,7 @@ function Checkout({
       retry: false,
       onSuccess: () => reset(),
       onError: (error) => {
-        if (!isTransientError(error)) reset();
+        if (!isOutcomeUnknown(error)) reset();
       },
     }),
   );

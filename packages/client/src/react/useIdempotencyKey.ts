@@ -45,7 +45,7 @@ export interface IntentKeyState {
  *     retry: false, // keyedRetryLink retries; TanStack retrying too would multiply attempts
  *     onSuccess: () => reset(),
  *     onError: (error) => {
- *       if (!isTransientError(error)) reset();
+ *       if (!isOutcomeUnknown(error)) reset();
  *     },
  *   }),
  * );
