@@ -646,7 +646,9 @@ describe('keyedRetryLink: attemptTimeoutMs', () => {
     await vi.advanceTimersByTimeAsync(1);
     // The hung attempt was cancelled (unsubscribed), not left running beside the retry.
     expect(retries).toHaveLength(1);
-    const timedOut = retries[0]!.error;
+    const [retry] = retries;
+    if (retry === undefined) expect.unreachable('the timed-out attempt was not retried');
+    const timedOut = retry.error;
     expect(timedOut.cause?.name).toBe('TimeoutError');
     expect(timedOut.message).toMatch(/no reply within attemptTimeoutMs \(10000 ms\)/);
     expect(isOutcomeUnknown(timedOut)).toBe(true);
