@@ -76,38 +76,9 @@ const memoryStorage: IntentStorage = {
  * intent on the server and derive the key from its id there.
  */
 export function intentKey(options: IntentKeyOptions): IntentKey {
-  const { intent } = options;
-  if (typeof intent !== 'string' || intent.length === 0 || intent.length > MAX_INTENT_LENGTH) {
-    throw new ConfigurationError(
-      `intentKey(): \`intent\` must be a string of 1–${MAX_INTENT_LENGTH} characters naming ` +
-        `the intent (e.g. \`cart:\${cartId}\`); got ${typeof intent === 'string' ? `${intent.length} characters` : typeof intent}.`,
-    );
-  }
-  const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
-  if (!Number.isFinite(ttlMs) || ttlMs <= 0) {
-    throw new ConfigurationError(
-      `intentKey(): \`ttlMs\` must be a positive number of milliseconds; got ${String(ttlMs)}.`,
-    );
-  }
-  const storageOption = options.storage ?? 'local';
-  if (storageOption !== 'local' && storageOption !== 'session' && !isStorage(storageOption)) {
-    throw new ConfigurationError(
-      "intentKey(): `storage` must be 'local', 'session' or an object with getItem, setItem and removeItem.",
-    );
-  }
-  const clock = options.clock ?? systemClock;
+  const { intent, ttlMs, storage: storageOption, clock } = checkedOptions(options);
   const name = `${INTENT_KEY_PREFIX}${intent}`;
-
-  const storage = (): IntentStorage => {
-    if (typeof storageOption === 'object') return storageOption;
-    if (typeof window === 'undefined') {
-      throw new ConfigurationError(
-        `intentKey(): ${storageOption}Storage exists only in a browser. On the server, derive ` +
-          'the key from the call instead, or pass a `storage` object.',
-      );
-    }
-    return browserStorage(storageOption) ?? memoryStorage;
-  };
+  const storage = storageOf(storageOption);
 
   const peek = (): string | undefined => {
     // A key this page kept in memory, because the storage refused to write it, is the one
@@ -151,22 +122,67 @@ export function intentKey(options: IntentKeyOptions): IntentKey {
       }
       notify(name);
     },
-    subscribe(listener) {
-      const listeners = listenersByName.get(name) ?? new Set();
-      listenersByName.set(name, listeners);
-      listeners.add(listener);
-      // Another tab's change arrives as a `storage` event (never in the tab that made it).
-      const onStorage = (event: StorageEvent) => {
-        if (event.key === name || event.key === null) listener();
-      };
-      const target = typeof window === 'undefined' ? undefined : window;
-      target?.addEventListener('storage', onStorage);
-      return () => {
-        listeners.delete(listener);
-        if (listeners.size === 0) listenersByName.delete(name);
-        target?.removeEventListener('storage', onStorage);
-      };
-    },
+    subscribe: (listener) => subscribeToEntry(name, listener),
+  };
+}
+
+/** The options with their defaults, or a `ConfigurationError` for one out of range. */
+function checkedOptions(options: IntentKeyOptions) {
+  const { intent } = options;
+  if (typeof intent !== 'string' || intent.length === 0 || intent.length > MAX_INTENT_LENGTH) {
+    throw new ConfigurationError(
+      `intentKey(): \`intent\` must be a string of 1–${MAX_INTENT_LENGTH} characters naming ` +
+        `the intent (e.g. \`cart:\${cartId}\`); got ${typeof intent === 'string' ? `${intent.length} characters` : typeof intent}.`,
+    );
+  }
+  const ttlMs = options.ttlMs ?? DEFAULT_TTL_MS;
+  if (!Number.isFinite(ttlMs) || ttlMs <= 0) {
+    throw new ConfigurationError(
+      `intentKey(): \`ttlMs\` must be a positive number of milliseconds; got ${String(ttlMs)}.`,
+    );
+  }
+  const storage = options.storage ?? 'local';
+  if (storage !== 'local' && storage !== 'session' && !isStorage(storage)) {
+    throw new ConfigurationError(
+      "intentKey(): `storage` must be 'local', 'session' or an object with getItem, setItem and removeItem.",
+    );
+  }
+  return { intent, ttlMs, storage, clock: options.clock ?? systemClock };
+}
+
+/**
+ * Where the key is kept, looked up on each use (so nothing touches storage until a method
+ * runs): the given object, or the browser's storage of that kind, or this page's memory
+ * where the browser refuses storage.
+ */
+function storageOf(option: 'local' | 'session' | IntentStorage): () => IntentStorage {
+  return () => {
+    if (typeof option === 'object') return option;
+    if (typeof window === 'undefined') {
+      throw new ConfigurationError(
+        `intentKey(): ${option}Storage exists only in a browser. On the server, derive ` +
+          'the key from the call instead, or pass a `storage` object.',
+      );
+    }
+    return browserStorage(option) ?? memoryStorage;
+  };
+}
+
+/** Calls `listener` when the entry `name` changes, in this tab or (for `'local'`) another one. */
+function subscribeToEntry(name: string, listener: () => void): () => void {
+  const listeners = listenersByName.get(name) ?? new Set();
+  listenersByName.set(name, listeners);
+  listeners.add(listener);
+  // Another tab's change arrives as a `storage` event (never in the tab that made it).
+  const onStorage = (event: StorageEvent) => {
+    if (event.key === name || event.key === null) listener();
+  };
+  const target = typeof window === 'undefined' ? undefined : window;
+  target?.addEventListener('storage', onStorage);
+  return () => {
+    listeners.delete(listener);
+    if (listeners.size === 0) listenersByName.delete(name);
+    target?.removeEventListener('storage', onStorage);
   };
 }
 
