@@ -14,6 +14,7 @@ import {
   type LeaseToken,
   type StoredOutcome,
 } from '../store/record.js';
+import { defineOwn } from '../taggedJsonDecode.js';
 
 export interface MemoryStoreOptions {
   /**
@@ -41,6 +42,9 @@ type KeptRecord = Omit<IdempotencyRecord, 'outcome' | 'steps'> & {
 
 const NO_STEPS = '{}';
 
+/** Scope → key → record: two lookups of strings whose hashes are cached, no joined id. */
+type Scopes = Map<string, Map<string, KeptRecord>>;
+
 /**
  * An `IdempotencyStore` in one process's memory: for tests, examples and single-process
  * tools. Each method reads and writes synchronously between its awaits, so concurrent
@@ -50,38 +54,15 @@ const NO_STEPS = '{}';
  */
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const clock = options.clock ?? systemClock;
-  /** Scope → key → record: two lookups of strings whose hashes are cached, no joined id. */
-  const scopes = new Map<string, Map<string, KeptRecord>>();
-
-  const held = (token: LeaseToken): KeptRecord => {
-    const record = scopes.get(token.scope)?.get(token.key);
-    if (
-      record?.status !== 'in_progress' ||
-      record.version !== token.version ||
-      record.createdAt !== token.createdAt
-    ) {
-      throw new LeaseLostError(token.scope, token.key, token.version);
-    }
-    return record;
-  };
+  const scopes: Scopes = new Map();
 
   return {
     async claim(request: ClaimRequest): Promise<ClaimResult> {
-      let keys = scopes.get(request.scope);
-      const kept = keys?.get(request.key);
-      const decision = decideClaim(kept && recordOf(kept), request, clock.now());
-      if (decision.status !== 'claimed') return decision;
-      if (keys === undefined) {
-        keys = new Map();
-        scopes.set(request.scope, keys);
-      }
-      // `next` was built for this call alone: the store keeps its own copy, as text.
-      keys.set(request.key, keep(decision.next));
-      return { status: 'claimed', takeover: decision.takeover, record: decision.next };
+      return claimIn(scopes, request, clock.now());
     },
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-      const record = held(token);
+      const record = held(scopes, token);
       const now = clock.now();
       record.status = 'completed';
       record.outcome = JSON.stringify(outcome);
@@ -91,23 +72,17 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
 
     async release(token: LeaseToken): Promise<void> {
-      held(token).lockedUntil = clock.now();
+      held(scopes, token).lockedUntil = clock.now();
     },
 
     async heartbeat(token: LeaseToken, leaseMs: number): Promise<void> {
-      held(token).lockedUntil = clock.now() + leaseMs;
+      held(scopes, token).lockedUntil = clock.now() + leaseMs;
     },
 
     async saveStep(token: LeaseToken, name: string, value: JsonValue): Promise<void> {
-      const record = held(token);
+      const record = held(scopes, token);
       const steps = JSON.parse(record.steps) as Record<string, JsonValue>;
-      // defineProperty: a plain assignment of "__proto__" would set the prototype instead.
-      Object.defineProperty(steps, name, {
-        value,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
+      defineOwn(steps, name, value);
       record.steps = JSON.stringify(steps);
     },
 
@@ -117,19 +92,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
 
     async sweep({ limit }: SweepOptions): Promise<number> {
-      const now = clock.now();
-      let deleted = 0;
-      for (const [scope, keys] of scopes) {
-        for (const [key, record] of keys) {
-          if (deleted >= limit) return deleted;
-          if (isExpired(record, now)) {
-            keys.delete(key);
-            deleted++;
-          }
-        }
-        if (keys.size === 0) scopes.delete(scope);
-      }
-      return deleted;
+      return sweepExpired(scopes, clock.now(), limit);
     },
 
     size: () => {
@@ -140,8 +103,77 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   };
 }
 
-/** The record as kept: every field written out (one shape, no spread), its JSON as text. */
+/** The claim table at `now`, the record claimed kept as text. */
+function claimIn(scopes: Scopes, request: ClaimRequest, now: number): ClaimResult {
+  let keys = scopes.get(request.scope);
+  const kept = keys?.get(request.key);
+  const decision = decideClaim(kept && recordOf(kept), request, now);
+  if (decision.status !== 'claimed') return decision;
+  if (keys === undefined) {
+    keys = new Map();
+    scopes.set(request.scope, keys);
+  }
+  // `next` was built for this call alone: the store keeps its own copy, as text.
+  keys.set(request.key, keep(decision.next));
+  return { status: 'claimed', takeover: decision.takeover, record: decision.next };
+}
+
+/** The record `token` holds, or `LeaseLostError` when its lease is not the one held. */
+function held(scopes: Scopes, token: LeaseToken): KeptRecord {
+  const record = scopes.get(token.scope)?.get(token.key);
+  if (
+    record?.status !== 'in_progress' ||
+    record.version !== token.version ||
+    record.createdAt !== token.createdAt
+  ) {
+    throw new LeaseLostError(token.scope, token.key, token.version);
+  }
+  return record;
+}
+
+/** Deletes up to `limit` records expired at `now`; how many it deleted. */
+function sweepExpired(scopes: Scopes, now: number, limit: number): number {
+  let deleted = 0;
+  for (const [scope, keys] of scopes) {
+    for (const [key, record] of keys) {
+      if (deleted >= limit) return deleted;
+      if (isExpired(record, now)) {
+        keys.delete(key);
+        deleted++;
+      }
+    }
+    if (keys.size === 0) scopes.delete(scope);
+  }
+  return deleted;
+}
+
+/** The record as kept: its JSON as text. */
 function keep(record: IdempotencyRecord): KeptRecord {
+  return withJson(
+    record,
+    record.outcome === null ? null : JSON.stringify(record.outcome),
+    hasNone(record.steps) ? NO_STEPS : JSON.stringify(record.steps),
+  );
+}
+
+/** A copy of a kept record for a caller: its JSON parsed afresh. */
+function recordOf(kept: KeptRecord): IdempotencyRecord {
+  return withJson(
+    kept,
+    kept.outcome === null ? null : (JSON.parse(kept.outcome) as StoredOutcome),
+    kept.steps === NO_STEPS ? {} : (JSON.parse(kept.steps) as Record<string, JsonValue>),
+  );
+}
+
+/**
+ * `record` with `outcome` and `steps` in their other form (text or parsed): every field
+ * written out, one shape, no spread.
+ */
+function withJson<Outcome, Steps>(
+  record: Omit<IdempotencyRecord, 'outcome' | 'steps'>,
+  outcome: Outcome,
+  steps: Steps,
+) {
   return {
     scope: record.scope,
     key: record.key,
@@ -150,29 +182,11 @@ function keep(record: IdempotencyRecord): KeptRecord {
     version: record.version,
     lockedUntil: record.lockedUntil,
     attempts: record.attempts,
-    outcome: record.outcome === null ? null : JSON.stringify(record.outcome),
-    steps: hasNone(record.steps) ? NO_STEPS : JSON.stringify(record.steps),
+    outcome,
+    steps,
     createdAt: record.createdAt,
     completedAt: record.completedAt,
     expiresAt: record.expiresAt,
-  };
-}
-
-/** A copy of a kept record for a caller: its JSON parsed afresh. */
-function recordOf(kept: KeptRecord): IdempotencyRecord {
-  return {
-    scope: kept.scope,
-    key: kept.key,
-    fingerprint: kept.fingerprint,
-    status: kept.status,
-    version: kept.version,
-    lockedUntil: kept.lockedUntil,
-    attempts: kept.attempts,
-    outcome: kept.outcome === null ? null : (JSON.parse(kept.outcome) as StoredOutcome),
-    steps: kept.steps === NO_STEPS ? {} : (JSON.parse(kept.steps) as Record<string, JsonValue>),
-    createdAt: kept.createdAt,
-    completedAt: kept.completedAt,
-    expiresAt: kept.expiresAt,
   };
 }
 

@@ -36,10 +36,17 @@ const expectLeaseLost = async (promise: Promise<unknown>) => {
   expect(isLeaseLostError(error), `expected LeaseLostError, got ${String(error)}`).toBe(true);
 };
 
-/** What the contract's groups of cases share: the helpers, and the test's store and clock. */
+/** The helpers the contract's groups of cases share. */
 export const contractHelpers = { request, tokenOf, success, expectLeaseLost };
 
+/** What a case of the contract runs on: the store and clock made anew before each test. */
+export interface ContractSubject {
+  store: IdempotencyStore;
+  clock: ManualClock;
+}
+
+/** What the contract's groups of cases share: the helpers, and a way to declare a case. */
 export interface ContractCase extends Readonly<typeof contractHelpers> {
-  /** The store and clock of the test that runs (made anew before each). */
-  current(): { store: IdempotencyStore; clock: ManualClock };
+  /** Declares one case (vitest's `it`) whose body gets the test's store and clock. */
+  it(name: string, body: (subject: ContractSubject) => Promise<void>): void;
 }
