@@ -1,12 +1,10 @@
 import {
-  type Attempt,
   defaultErrorPolicy,
   type ErrorDecision,
   type ErrorPolicy,
   type HandlerContext,
   IDEMPOTENCY_KEY_HEADER,
   IDEMPOTENT_REPLAYED_HEADER,
-  isLeaseLostError,
   type RunResult,
   validateKey,
 } from '@idem/core';
@@ -17,7 +15,6 @@ import {
   type KeyedContext,
 } from '../adapter/createKeyedRunner.js';
 import { DEFAULT_ERROR_DOCS_URL } from '../adapter/errorDocs.js';
-import { failureOf } from '../adapter/failureOf.js';
 import { fingerprintWithin } from '../adapter/fingerprintWithin.js';
 import type { OptionalIf } from '../adapter/KeyedOptions.js';
 import { missingKey } from '../adapter/missingKey.js';
@@ -26,20 +23,19 @@ import { storedScope } from '../adapter/storedScope.js';
 import { validateDerivedKey } from '../adapter/validateDerivedKey.js';
 import type { PgDatabaseLike, TransactionOf } from '../postgres/PgDatabaseLike.js';
 import type { TransactionIdempotency } from '../postgres/transactionMode.js';
+import { handlerAnswer } from './handlerAnswer.js';
 import {
   checkHandlerOptions,
   type IdempotentHandlerOptions,
   type TransactionHandlerOptions,
 } from './IdempotentHandlerOptions.js';
-import { refusalResponse, thrownErrorResponse } from './problemResponse.js';
+import { refusalResponse } from './problemResponse.js';
 import { readRequest } from './readBody.js';
 import {
   DEFAULT_REPLAY_HEADERS,
   encodeBody,
-  nullBodyStatus,
   replayedResponse,
   type StoredResponse,
-  storeResponse,
 } from './storedResponse.js';
 
 /** @default of `maxBodyBytes`: 1 MiB. */
@@ -93,10 +89,19 @@ export function idempotentHandler(
   options: IdempotentHandlerOptions<boolean> | TransactionHandlerOptions<PgDatabaseLike, boolean>,
   handler: (request: Request, idempotency: never) => Response | Promise<Response>,
 ): (request: Request) => Promise<Response> {
+  const handling = handlingOf(options, handler);
+  return (request) => handle(handling, request);
+}
+
+/** What the handler was made with, checked once: everything a request needs. */
+type Handling = ReturnType<typeof handlingOf>;
+
+function handlingOf(
+  options: IdempotentHandlerOptions<boolean> | TransactionHandlerOptions<PgDatabaseLike, boolean>,
+  handler: (request: Request, idempotency: never) => Response | Promise<Response>,
+) {
   const {
     route,
-    key: derive,
-    required = true,
     maxBodyBytes = DEFAULT_MAX_BODY_BYTES,
     replayHeaders = DEFAULT_REPLAY_HEADERS,
     responsePolicy = storeResponseByStatus,
@@ -104,100 +109,124 @@ export function idempotentHandler(
     docsUrl = DEFAULT_ERROR_DOCS_URL,
   } = options;
   checkHandlerOptions({ maxBodyBytes, fingerprintQuery });
-  const runner = createKeyedRunner(options, {
-    factory: 'idempotentHandler()',
-    // The handler's answers are stored as responses, and what its errors come to is decided
-    // below: every failure that reaches the engine was already judged, and releases the key.
-    errorPolicy: RELEASE,
-  });
-  const answer = handlerAnswer({
-    errorPolicy: resolveErrorPolicy(options.errorPolicy),
-    responsePolicy,
-    replayHeaders,
-  });
-  // The overloads type each mode's context; here the handler takes either.
-  const run = handler as (
-    request: Request,
-    idempotency: KeyedContext | undefined,
-  ) => Response | Promise<Response>;
-  const routeOf =
-    typeof route === 'function'
-      ? route
-      : (request: Request) => route ?? new URL(request.url).pathname;
-  const refused = (error: unknown) => {
-    const refusal = refusalOf(error);
-    // Not idem's: the app's own code (scope(), key(), an unprotected handler) threw it.
-    if (!refusal) throw error;
-    return refusalResponse(refusal, docsUrl);
+  return {
+    options,
+    required: options.required ?? true,
+    maxBodyBytes,
+    fingerprintQuery,
+    docsUrl,
+    runner: createKeyedRunner(options, {
+      factory: 'idempotentHandler()',
+      // The handler's answers are stored as responses, and what its errors come to is
+      // decided by `answer`: every failure that reaches the engine was already judged, and
+      // releases the key.
+      errorPolicy: RELEASE,
+    }),
+    answer: handlerAnswer({
+      errorPolicy: resolveErrorPolicy(options.errorPolicy),
+      responsePolicy,
+      replayHeaders,
+    }),
+    // The overloads type each mode's context; here the handler takes either.
+    run: handler as (
+      request: Request,
+      idempotency: KeyedContext | undefined,
+    ) => Response | Promise<Response>,
+    routeOf:
+      typeof route === 'function'
+        ? route
+        : (request: Request) => route ?? new URL(request.url).pathname,
   };
+}
 
-  return async (request) => {
-    const method = request.method.toUpperCase();
-    let key: string | undefined;
-    try {
-      // Without key(), a request without a valid key is answered before its body is read.
-      if (!derive) key = headerKey(request);
-      if (!derive && key === undefined && required) throw missingKey('request');
-    } catch (error) {
-      return refused(error);
-    }
-    const read = await readRequest(request, maxBodyBytes, docsUrl);
-    if (!read.ok) return read.response;
-    const { bytes, text, json, body } = read;
-    let call: KeyedCall;
-    try {
-      if (derive) {
-        const derived = await derive({ request: body, text, json });
-        key =
-          derived === undefined
-            ? headerKey(request)
-            : validateDerivedKey(derived, 'from the request');
-      }
-      if (key === undefined) {
-        if (!required) return await run(body, undefined);
-        throw missingKey('request');
-      }
-      const routeName = routeOf(request);
-      const scope = storedScope(
-        await options.scope(request),
-        `${method} ${routeName}`,
-        'idempotentHandler()',
-      );
-      // Key order in a JSON body does not matter, a number counts by its literal's value;
-      // any other body counts byte for byte. The query counts unless the route says not.
-      const query = fingerprintQuery ? canonicalQuery(request.url) : undefined;
-      const fingerprinted = fingerprintWithin(
-        {
-          method,
-          route: routeName,
-          ...(query && { query }),
-          body: json !== undefined ? { json: exactJson(text, json) } : encodeBody(bytes),
-        },
-        'the request body',
-      );
-      if (!fingerprinted.ok) return refusalResponse(fingerprinted.refusal, docsUrl);
-      call = { scope, key, fingerprint: await fingerprinted.fingerprint, signal: body.signal };
-    } catch (error) {
-      return refused(error);
-    }
-    let result: RunResult<Response>;
-    try {
-      result = await runner.run(call, (idempotency) =>
-        answer(() => run(body, idempotency), idempotency),
-      );
-    } catch (error) {
-      // The store failed (or idem refused the options): never its message, which may hold SQL.
-      return refusalResponse(refusalOf(error) ?? STORE_FAILED, docsUrl);
-    }
-    if (result.ok) {
-      if (!result.replayed) return result.value;
-      return replayedResponse(result.value as StoredResponse, {
-        [IDEMPOTENT_REPLAYED_HEADER]: 'true',
-      });
-    }
-    // The handler's failure, which the policy released, is thrown on for the framework's 500.
-    return refused(result.error);
-  };
+/** The answer to an error idem raised; any other error the app's code threw goes on. */
+function refused(handling: Handling, error: unknown): Response {
+  const refusal = refusalOf(error);
+  if (!refusal) throw error;
+  return refusalResponse(refusal, handling.docsUrl);
+}
+
+async function handle(handling: Handling, request: Request): Promise<Response> {
+  const { options, required, runner, docsUrl } = handling;
+  let key: string | undefined;
+  try {
+    // Without key(), a request without a valid key is answered before its body is read.
+    if (!options.key) key = headerKey(request);
+    if (!options.key && key === undefined && required) throw missingKey('request');
+  } catch (error) {
+    return refused(handling, error);
+  }
+  const read = await readRequest(request, handling.maxBodyBytes, docsUrl);
+  if (!read.ok) return read.response;
+  let call: KeyedCall | Response;
+  try {
+    call = await keyedCallOf(handling, request, read, key);
+  } catch (error) {
+    return refused(handling, error);
+  }
+  if (call instanceof Response) return call;
+  let result: RunResult<Response>;
+  try {
+    result = await runner.run(call, (idempotency) =>
+      handling.answer(() => handling.run(read.body, idempotency), idempotency),
+    );
+  } catch (error) {
+    // The store failed (or idem refused the options): never its message, which may hold SQL.
+    return refusalResponse(refusalOf(error) ?? STORE_FAILED, docsUrl);
+  }
+  if (result.ok) {
+    if (!result.replayed) return result.value;
+    return replayedResponse(result.value as StoredResponse, {
+      [IDEMPOTENT_REPLAYED_HEADER]: 'true',
+    });
+  }
+  // The handler's failure, which the policy released, is thrown on for the framework's 500.
+  return refused(handling, result.error);
+}
+
+/**
+ * The keyed call a request makes (its key, scope and fingerprint), or the response it gets
+ * without one: a refusal, or, unkeyed where keys are not required, the handler's own.
+ */
+async function keyedCallOf(
+  handling: Handling,
+  request: Request,
+  read: Extract<Awaited<ReturnType<typeof readRequest>>, { ok: true }>,
+  sentKey: string | undefined,
+): Promise<KeyedCall | Response> {
+  const { options, required } = handling;
+  const { bytes, text, json, body } = read;
+  let key = sentKey;
+  if (options.key) {
+    const derived = await options.key({ request: body, text, json });
+    key =
+      derived === undefined ? headerKey(request) : validateDerivedKey(derived, 'from the request');
+  }
+  if (key === undefined) {
+    if (!required) return await handling.run(body, undefined);
+    throw missingKey('request');
+  }
+  const method = request.method.toUpperCase();
+  const route = handling.routeOf(request);
+  const scope = storedScope(
+    await options.scope(request),
+    `${method} ${route}`,
+    'idempotentHandler()',
+  );
+  // Key order in a JSON body does not matter, a number counts by its literal's value; any
+  // other body counts byte for byte. The query counts unless the route says not.
+  const query = handling.fingerprintQuery ? canonicalQuery(request.url) : undefined;
+  const fingerprinted = fingerprintWithin(
+    {
+      method,
+      route,
+      ...(query && { query }),
+      body: json !== undefined ? { json: exactJson(text, json) } : encodeBody(bytes),
+    },
+    'the request body',
+  );
+  if (!fingerprinted.ok) return refusalResponse(fingerprinted.refusal, handling.docsUrl);
+  return { scope, key, fingerprint: await fingerprinted.fingerprint, signal: body.signal };
 }
 
 /** Every error that reaches the engine was already judged: it releases the key. */
@@ -221,52 +250,4 @@ function canonicalQuery(url: string): [name: string, value: string][] | undefine
   const params = new URLSearchParams(search);
   params.sort();
   return [...params];
-}
-
-/**
- * Runs the handler and judges what it came to, for the engine: a response (read whole, so
- * that it can be stored and still sent) kept as the policy says, or a failure that releases
- * the key. A thrown error the error policy stores becomes a problem response, stored.
- */
-function handlerAnswer(policies: {
-  errorPolicy: ErrorPolicy;
-  responsePolicy: (response: Response) => ErrorDecision;
-  replayHeaders: readonly string[];
-}) {
-  const { errorPolicy, responsePolicy } = policies;
-  const replaySet = new Set(policies.replayHeaders.map((name) => name.toLowerCase()));
-  return async (
-    invoke: () => Response | Promise<Response>,
-    idempotency: KeyedContext,
-  ): Promise<Attempt<Response>> => {
-    let response: Response;
-    try {
-      response = await invoke();
-    } catch (error) {
-      const failure = failureOf(error, idempotency);
-      if (isLeaseLostError(failure) || errorPolicy.classify(failure) === 'release') {
-        return { ok: false, error: failure };
-      }
-      response = thrownErrorResponse(error);
-    }
-    let read: Awaited<ReturnType<typeof storeResponse>>;
-    try {
-      read = await storeResponse(response, replaySet);
-    } catch (error) {
-      // The handler's response body failed (a stream that errored, a body already used):
-      // the handler's failure, thrown on; the key is released.
-      return { ok: false, error };
-    }
-    const { bytes, stored } = read;
-    const value = new Response(nullBodyStatus(response.status) ? null : (bytes as BodyInit), {
-      status: response.status,
-      statusText: response.statusText,
-      headers: response.headers,
-    });
-    // A stored refusal (4xx) answers every retry, but what the handler wrote before refusing
-    // is undone in transaction mode, as a thrown error would undo it.
-    const keep =
-      responsePolicy(value) === 'release' ? 'nothing' : value.status < 400 ? 'all' : 'answer';
-    return { ok: true, value, stored, keep };
-  };
 }
