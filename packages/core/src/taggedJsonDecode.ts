@@ -63,82 +63,105 @@ function decodeTagged(tag: string, payload: JsonValue, trail: PointerTrail): unk
     case '$undefined':
       return payload === true ? undefined : malformed(trail, 'true');
     case '$number':
-      switch (payload) {
-        case 'NaN':
-          return Number.NaN;
-        case 'Infinity':
-          return Number.POSITIVE_INFINITY;
-        case '-Infinity':
-          return Number.NEGATIVE_INFINITY;
-        case '-0':
-          return -0;
-        default:
-          return malformed(trail, '"NaN", "Infinity", "-Infinity" or "-0"');
-      }
+      return decodeSpecialNumber(payload, trail);
     case '$bigint':
       if (typeof payload !== 'string' || !/^-?\d+$/.test(payload)) {
         return malformed(trail, 'a string of decimal digits');
       }
       return BigInt(payload);
-    case '$date': {
-      if (payload === null) return new Date(Number.NaN);
-      const date = typeof payload === 'string' ? new Date(payload) : undefined;
-      if (!date || Number.isNaN(date.getTime())) {
-        return malformed(trail, 'an ISO 8601 date string or null');
-      }
-      return date;
-    }
-    case '$map': {
-      if (!Array.isArray(payload)) return malformed(trail, 'an array of [key, value] pairs');
-      const map = new Map<unknown, unknown>();
-      payload.forEach((entry, index) => {
-        trail.segments.push(index);
-        if (!Array.isArray(entry) || entry.length !== 2) malformed(trail, 'a [key, value] pair');
-        const [key, value] = entry as [JsonValue, JsonValue];
-        map.set(decodeBelow(key, 0, trail), decodeBelow(value, 1, trail));
-        trail.segments.pop();
-      });
-      return map;
-    }
+    case '$date':
+      return decodeDate(payload, trail);
+    case '$map':
+      return decodeMap(payload, trail);
     case '$string':
       if (!Array.isArray(payload) || !payload.every((unit) => Number.isInteger(unit))) {
         return malformed(trail, 'an array of UTF-16 code units');
       }
       return fromCodeUnits(payload as number[]);
-    case '$object': {
-      if (!Array.isArray(payload)) return malformed(trail, 'an array of [key, value] pairs');
-      const object: Record<string, unknown> = {};
-      payload.forEach((entry, index) => {
-        trail.segments.push(index);
-        if (!Array.isArray(entry) || entry.length !== 2) malformed(trail, 'a [key, value] pair');
-        const [key, value] = entry as [JsonValue, JsonValue];
-        const name = decodeBelow(key, 0, trail);
-        if (typeof name !== 'string') {
-          trail.segments.push(0);
-          malformed(trail, 'a string key');
-        }
-        defineOwn(object, name as string, decodeBelow(value, 1, trail));
-        trail.segments.pop();
-      });
-      return object;
-    }
-    case '$set': {
+    case '$object':
+      return decodeObject(payload, trail);
+    case '$set':
       if (!Array.isArray(payload)) return malformed(trail, 'an array');
       return new Set(payload.map((element, index) => decodeBelow(element, index, trail)));
-    }
-    default: {
-      // serialize() escapes every one-key `$` object, so this was written by something else
-      // (or by a newer version with a tag this one does not know).
-      trail.segments.pop();
-      const path = trail.toString();
-      throw new UnserializableValueError(
-        path,
-        `Cannot deserialize ${path || 'the stored value'}: unknown tag "${tag}". The ` +
-          'value was not written by taggedJsonSerializer, or by a newer version of @idem/core; ' +
-          'use the same serializer (and version) for writing and reading.',
-      );
-    }
+    default:
+      return unknownTag(tag, trail);
   }
+}
+
+function decodeSpecialNumber(payload: JsonValue, trail: PointerTrail): number {
+  switch (payload) {
+    case 'NaN':
+      return Number.NaN;
+    case 'Infinity':
+      return Number.POSITIVE_INFINITY;
+    case '-Infinity':
+      return Number.NEGATIVE_INFINITY;
+    case '-0':
+      return -0;
+    default:
+      return malformed(trail, '"NaN", "Infinity", "-Infinity" or "-0"');
+  }
+}
+
+function decodeDate(payload: JsonValue, trail: PointerTrail): Date {
+  if (payload === null) return new Date(Number.NaN);
+  const date = typeof payload === 'string' ? new Date(payload) : undefined;
+  if (!date || Number.isNaN(date.getTime())) {
+    return malformed(trail, 'an ISO 8601 date string or null');
+  }
+  return date;
+}
+
+function decodeMap(payload: JsonValue, trail: PointerTrail): Map<unknown, unknown> {
+  const map = new Map<unknown, unknown>();
+  forEachPair(payload, trail, (key, value) => {
+    map.set(decodeBelow(key, 0, trail), decodeBelow(value, 1, trail));
+  });
+  return map;
+}
+
+function decodeObject(payload: JsonValue, trail: PointerTrail): object {
+  const object: Record<string, unknown> = {};
+  forEachPair(payload, trail, (key, value) => {
+    const name = decodeBelow(key, 0, trail);
+    if (typeof name !== 'string') {
+      trail.segments.push(0);
+      malformed(trail, 'a string key');
+    }
+    defineOwn(object, name, decodeBelow(value, 1, trail));
+  });
+  return object;
+}
+
+/** Calls `each` with every `[key, value]` pair of `payload`, the trail at the pair. */
+function forEachPair(
+  payload: JsonValue,
+  trail: PointerTrail,
+  each: (key: JsonValue, value: JsonValue) => void,
+): void {
+  if (!Array.isArray(payload)) malformed(trail, 'an array of [key, value] pairs');
+  payload.forEach((entry, index) => {
+    trail.segments.push(index);
+    if (!Array.isArray(entry) || entry.length !== 2) malformed(trail, 'a [key, value] pair');
+    const [key, value] = entry as [JsonValue, JsonValue];
+    each(key, value);
+    trail.segments.pop();
+  });
+}
+
+/**
+ * serialize() escapes every one-key `$` object, so this was written by something else (or by
+ * a newer version with a tag this one does not know).
+ */
+function unknownTag(tag: string, trail: PointerTrail): never {
+  trail.segments.pop();
+  const path = trail.toString();
+  throw new UnserializableValueError(
+    path,
+    `Cannot deserialize ${path || 'the stored value'}: unknown tag "${tag}". The ` +
+      'value was not written by taggedJsonSerializer, or by a newer version of @idem/core; ' +
+      'use the same serializer (and version) for writing and reading.',
+  );
 }
 
 function decodeProperties(json: { [key: string]: JsonValue }, trail: PointerTrail): object {
