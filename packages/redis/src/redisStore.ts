@@ -13,7 +13,7 @@ import {
 } from '@idem/core/store';
 import { type RedisConnection, runScript, scanKeys } from './RedisConnection.js';
 import { recordKey, recordKeyPattern } from './recordKey.js';
-import { scripts } from './scripts.js';
+import { type LuaScript, scripts } from './scripts.js';
 
 export interface RedisStoreOptions {
   /**
@@ -52,53 +52,40 @@ export function redisStore(
   client: RedisConnection,
   options: RedisStoreOptions = {},
 ): IdempotencyStore {
-  const prefix = options.keyPrefix ?? 'idem:';
-  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new ConfigurationError(
-      `redisStore: keyPrefix must be a string without "{" or "}" (they mark the Redis Cluster hash tag); got ${JSON.stringify(prefix)}.`,
-    );
-  }
+  const prefix = keyPrefixOf(options.keyPrefix);
   const { clock } = options;
   /** ARGV[1] and ARGV[2] of every script: the injected "now" (or the server's), and expiry. */
   const time = (): [string, string] => (clock ? [String(clock.now()), '0'] : ['', '1']);
-  const redisKey = (scope: string, key: string) => recordKey(prefix, scope, key);
+  /** Runs `script` on the record `(scope, key)`: the time, then `args`. */
+  const run = (script: LuaScript, scope: string, key: string, ...args: string[]) =>
+    runScript(client, script, recordKey(prefix, scope, key), ...time(), ...args);
 
   const fenced = async (token: LeaseToken, script: keyof typeof scripts, ...args: string[]) => {
-    const done = await runScript(
-      client,
+    const { scope, key, version, createdAt } = token;
+    const done = await run(
       scripts[script],
-      redisKey(token.scope, token.key),
-      ...time(),
-      String(token.version),
-      String(token.createdAt),
+      scope,
+      key,
+      String(version),
+      String(createdAt),
       ...args,
     );
-    if (Number(done) !== 1) throw new LeaseLostError(token.scope, token.key, token.version);
+    if (Number(done) !== 1) throw new LeaseLostError(scope, key, version);
   };
 
   return {
     async claim(request: ClaimRequest): Promise<ClaimResult> {
       requirePositive('leaseMs', request.leaseMs, { unit: 'milliseconds' });
       requirePositive('ttlMs', request.ttlMs, { unit: 'milliseconds' });
-      const [answer, now, fields] = (await runScript(
-        client,
+      const reply = await run(
         scripts.claim,
-        redisKey(request.scope, request.key),
-        ...time(),
+        request.scope,
+        request.key,
         request.fingerprint,
         String(request.leaseMs),
         String(request.ttlMs),
-      )) as [unknown, unknown, unknown[]];
-      const record = recordOf(request.scope, request.key, fields);
-      if (String(answer) !== 'read')
-        return { status: 'claimed', takeover: String(answer) === 'takeover', record };
-      const decision = decideClaim(record, request, Number(String(now)));
-      if (decision.status === 'claimed') {
-        throw new Error(
-          `redisStore: the claim script left "${request.key}" unclaimed where the claim table claims it; this is a bug in @idem/redis.`,
-        );
-      }
-      return decision;
+      );
+      return claimResultOf(request, reply);
     },
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
@@ -120,35 +107,65 @@ export function redisStore(
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
-      const [now, fields] = (await runScript(
-        client,
-        scripts.read,
-        redisKey(scope, key),
-        ...time(),
-      )) as [unknown, unknown[]];
+      const [now, fields] = (await run(scripts.read, scope, key)) as [unknown, unknown[]];
       if (fields.length === 0) return null;
       const record = recordOf(scope, key, fields);
       return isExpired(record, Number(String(now))) ? null : record;
     },
 
-    async sweep({ limit }: SweepOptions): Promise<number> {
-      if (!(limit >= 1)) return 0;
-      let deleted = 0;
-      // SCAN may name a key twice and lists keys that expire meanwhile: the script decides.
-      for await (const keys of scanKeys(client, recordKeyPattern(prefix))) {
-        for (let start = 0; start < keys.length && deleted < limit; ) {
-          const batch = keys.slice(start, start + Math.floor(limit) - deleted);
-          start += batch.length;
-          const results = await Promise.all(
-            batch.map((key) => runScript(client, scripts.sweepOne, key, ...time())),
-          );
-          deleted += results.filter((result) => Number(result) === 1).length;
-        }
-        if (deleted >= limit) break;
-      }
-      return deleted;
-    },
+    sweep: ({ limit }: SweepOptions): Promise<number> => sweepRecords(client, prefix, limit, time),
   };
+}
+
+/** The key prefix, or `ConfigurationError` when it could break the Cluster hash tag. */
+function keyPrefixOf(keyPrefix: string | undefined): string {
+  const prefix = keyPrefix ?? 'idem:';
+  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
+    throw new ConfigurationError(
+      `redisStore: keyPrefix must be a string without "{" or "}" (they mark the Redis Cluster hash tag); got ${JSON.stringify(prefix)}.`,
+    );
+  }
+  return prefix;
+}
+
+/** What the claim script answered: claimed (it wrote), or the record for the claim table. */
+function claimResultOf(request: ClaimRequest, reply: unknown): ClaimResult {
+  const [answer, now, fields] = reply as [unknown, unknown, unknown[]];
+  const record = recordOf(request.scope, request.key, fields);
+  if (String(answer) !== 'read') {
+    return { status: 'claimed', takeover: String(answer) === 'takeover', record };
+  }
+  const decision = decideClaim(record, request, Number(String(now)));
+  if (decision.status === 'claimed') {
+    throw new Error(
+      `redisStore: the claim script left "${request.key}" unclaimed where the claim table claims it; this is a bug in @idem/redis.`,
+    );
+  }
+  return decision;
+}
+
+/** Deletes up to `limit` expired records under `prefix`, on every node; how many it deleted. */
+async function sweepRecords(
+  client: RedisConnection,
+  prefix: string,
+  limit: number,
+  time: () => [string, string],
+): Promise<number> {
+  if (!(limit >= 1)) return 0;
+  let deleted = 0;
+  // SCAN may name a key twice and lists keys that expire meanwhile: the script decides.
+  for await (const keys of scanKeys(client, recordKeyPattern(prefix))) {
+    for (let start = 0; start < keys.length && deleted < limit; ) {
+      const batch = keys.slice(start, start + Math.floor(limit) - deleted);
+      start += batch.length;
+      const results = await Promise.all(
+        batch.map((key) => runScript(client, scripts.sweepOne, key, ...time())),
+      );
+      deleted += results.filter((result) => Number(result) === 1).length;
+    }
+    if (deleted >= limit) break;
+  }
+  return deleted;
 }
 
 const STEP = 'step:';

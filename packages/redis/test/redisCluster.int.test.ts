@@ -2,44 +2,35 @@ import { isLeaseLostError } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
 import { storeContract } from '@idem/core/testing/contract';
 import { createCluster } from 'redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';
-import { type RedisCluster, startRedisCluster } from '../src/testing/index.js';
+import { startRedisCluster } from '../src/testing/index.js';
+import { at, request as claimRequest, freshStore, until, useRedis } from './redisFixtures.js';
 import { type NodeCommands, redisRisks } from './redisRisks.js';
 
-const connect = (rootNodes: { url: string }[]) => createCluster({ rootNodes }).connect();
-
 describe('redisStore on a Redis Cluster of three masters', () => {
-  let cluster: RedisCluster;
-  let client: Awaited<ReturnType<typeof connect>>;
+  const redis = useRedis(
+    () => startRedisCluster({ masters: 3, readyTimeoutMs: 60_000 }),
+    (cluster) => createCluster({ rootNodes: cluster.rootNodes }).connect(),
+  );
   let nodes: NodeCommands[];
   beforeAll(async () => {
-    cluster = await startRedisCluster({ masters: 3, readyTimeoutMs: 60_000 });
-    client = await connect(cluster.rootNodes);
+    const { client } = redis();
     nodes = await Promise.all(client.masters.map((master) => client.nodeClient(master)));
   });
-  afterAll(async () => {
-    await client?.close();
-    await cluster?.stop();
-  });
 
-  let test = 0;
   storeContract('redisStore on a cluster', async (clock) => ({
-    store: redisStore(client, { clock, keyPrefix: `contract-${test++}:` }),
+    store: freshStore(redis().client, { clock }).store,
   }));
 
-  redisRisks('cluster', () => ({ client, nodes }));
+  redisRisks('cluster', () => ({ client: redis().client, nodes }));
 
-  const request = (key: string) => ({
-    scope: 'tenant:acme/pay',
-    key,
-    fingerprint: 'fp',
-    leaseMs: 30_000,
-    ttlMs: 60_000,
-  });
+  const request = (key: string) =>
+    claimRequest({ scope: 'tenant:acme/pay', key, fingerprint: 'fp' });
 
   it('spreads records over every master, each record whole on one node', async () => {
+    const { client } = redis();
     const store = redisStore(client, { keyPrefix: 'spread:' });
     const keys = Array.from({ length: 60 }, (_, index) => `order-${index}`);
     for (const key of keys) {
@@ -63,11 +54,12 @@ describe('redisStore on a Redis Cluster of three masters', () => {
   });
 
   it('follows a record whose slot moved to another master (MOVED), fencing intact', async () => {
+    const { client } = redis();
     const store = redisStore(client, { keyPrefix: 'moved:' });
     const zombieClaim = await store.claim({ ...request('k-moved'), leaseMs: 200 });
     const zombie = leaseTokenOf(zombieClaim.record);
     const key = recordKey('moved:', 'tenant:acme/pay', 'k-moved');
-    const slot = Number(await nodes[0]!.sendCommand(['CLUSTER', 'KEYSLOT', key]));
+    const slot = Number(await at(nodes, 0).sendCommand(['CLUSTER', 'KEYSLOT', key]));
     const ids = (await Promise.all(
       nodes.map((node) => node.sendCommand(['CLUSTER', 'MYID'])),
     )) as string[];
@@ -79,13 +71,14 @@ describe('redisStore on a Redis Cluster of three masters', () => {
     const from = holds.indexOf(1);
     const to = (from + 1) % nodes.length;
     expect(from).toBeGreaterThanOrEqual(0);
+    const [source, target] = [at(nodes, from), at(nodes, to)];
     // The resharding steps of the Redis Cluster specification, for one slot.
-    await nodes[to]!.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', ids[from]!]);
-    await nodes[from]!.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', ids[to]!]);
-    await nodes[from]!.sendCommand([
+    await target.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', at(ids, from)]);
+    await source.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', at(ids, to)]);
+    await source.sendCommand([
       'MIGRATE',
       '127.0.0.1',
-      String(client.masters[to]!.port),
+      String(at(client.masters, to).port),
       '',
       '0',
       '10000',
@@ -93,20 +86,20 @@ describe('redisStore on a Redis Cluster of three masters', () => {
       key,
     ]);
     for (const node of nodes) {
-      await node.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'NODE', ids[to]!]);
+      await node.sendCommand(['CLUSTER', 'SETSLOT', String(slot), 'NODE', at(ids, to)]);
     }
-    expect(Number(await nodes[to]!.sendCommand(['EXISTS', key]))).toBe(1);
-    const movedBefore = await movedAnswers(nodes[from]!);
+    expect(Number(await target.sendCommand(['EXISTS', key]))).toBe(1);
+    const movedBefore = await movedAnswers(source);
 
     // The client still maps the slot to the old node: MOVED sends it to the new one, which
     // has never run the scripts (NOSCRIPT, then EVAL).
-    let takeover = await store.claim(request('k-moved'));
-    const deadline = Date.now() + 30_000;
-    while (takeover.status !== 'claimed' && Date.now() < deadline) {
-      takeover = await store.claim(request('k-moved'));
-    }
+    const takeover = await until(
+      'a claim to follow the moved slot',
+      () => store.claim(request('k-moved')),
+      (claim) => claim.status === 'claimed',
+    );
     expect(takeover).toMatchObject({ status: 'claimed', takeover: true });
-    expect(await movedAnswers(nodes[from]!)).toBeGreaterThan(movedBefore);
+    expect(await movedAnswers(source)).toBeGreaterThan(movedBefore);
     await expect(
       store.complete(zombie, { kind: 'success', value: 'zombie' }, 60_000),
     ).rejects.toSatisfy(isLeaseLostError);

@@ -1,14 +1,10 @@
 import { isConfigurationError, isLeaseLostError } from '@idem/core';
-import {
-  type ClaimRequest,
-  type ClaimResult,
-  type LeaseToken,
-  leaseTokenOf,
-} from '@idem/core/store';
+import { leaseTokenOf } from '@idem/core/store';
 import { describe, expect, it } from 'vitest';
 import { type RedisConnection, redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';
 import { scripts } from '../src/scripts.js';
+import { at, freshStore, request, tokenOf, until } from './redisFixtures.js';
 
 /** A client to one node, for the commands a test sends past the store. */
 export interface NodeCommands {
@@ -28,26 +24,11 @@ export interface RisksSubject {
  */
 export function redisRisks(name: string, subject: () => RisksSubject): void {
   describe(`redisStore beyond the contract: ${name}`, () => {
-    let test = 0;
     /** A store of its own per test: a key prefix nobody else uses. */
-    const fresh = () => {
-      const keyPrefix = `risks-${test++}:`;
-      return { keyPrefix, store: redisStore(subject().client, { keyPrefix }) };
-    };
-    const request = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
-      scope: 'user:1/pay',
-      key: 'k-1',
-      fingerprint: 'fp-a',
-      leaseMs: 30_000,
-      ttlMs: 60_000,
-      ...overrides,
-    });
-    const tokenOf = (result: ClaimResult): LeaseToken => {
-      expect(result.status).toBe('claimed');
-      return leaseTokenOf(result.record);
-    };
+    const fresh = () => freshStore(subject().client);
     const serverTime = async () => {
-      const [seconds, micros] = (await subject().nodes[0]!.sendCommand(['TIME'])) as string[];
+      const node = at(subject().nodes, 0);
+      const [seconds, micros] = (await node.sendCommand(['TIME'])) as string[];
       return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     };
     const pttl = async (prefix: string, scope: string, key: string) =>
@@ -69,13 +50,6 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
     };
     const flushScripts = () =>
       Promise.all(subject().nodes.map((node) => node.sendCommand(['SCRIPT', 'FLUSH'])));
-    const until = async (what: string, check: () => Promise<boolean>) => {
-      const deadline = Date.now() + 30_000;
-      while (!(await check())) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-    };
 
     it("judges leases by the Redis server's clock (TIME)", async () => {
       const { store } = fresh();
@@ -122,18 +96,18 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
       const { store } = fresh();
       const zombie = tokenOf(await store.claim(request({ leaseMs: 200 })));
       await store.saveStep(zombie, 'charge', { id: 'ch_1' });
-      let takeover: ClaimResult | undefined;
-      await until('the lease to run out on the server', async () => {
-        takeover = await store.claim(request({ leaseMs: 30_000 }));
-        return takeover.status === 'claimed';
-      });
+      const takeover = await until(
+        'the lease to run out on the server',
+        () => store.claim(request({ leaseMs: 30_000 })),
+        (claim) => claim.status === 'claimed',
+      );
       expect(takeover).toMatchObject({ status: 'claimed', takeover: true });
-      expect(takeover?.record).toMatchObject({ version: 2, steps: { charge: { id: 'ch_1' } } });
+      expect(takeover.record).toMatchObject({ version: 2, steps: { charge: { id: 'ch_1' } } });
       await expect(
         store.complete(zombie, { kind: 'success', value: 'zombie' }, 60_000),
       ).rejects.toSatisfy(isLeaseLostError);
       await store.complete(
-        leaseTokenOf(takeover!.record),
+        leaseTokenOf(takeover.record),
         { kind: 'success', value: 'taker' },
         60_000,
       );
