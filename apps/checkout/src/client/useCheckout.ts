@@ -1,4 +1,4 @@
-import { isTransientError } from '@idem/client';
+import { isOutcomeUnknown } from '@idem/client';
 import { skipToken, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useSearchParams } from 'next/navigation';
 import { useCallback, useEffect, useRef, useState } from 'react';
@@ -97,11 +97,12 @@ export function useCheckout(): CheckoutState {
   const query = useQuery(
     trpc.checkout.get.queryOptions(checkoutId ? { checkoutId } : skipToken, {
       // A link to a checkout that does not exist (404) or is malformed (400) is answered
-      // at once, and is not asked again; a network failure is.
-      retry: (failures, error) => failures < 1 && isTransientError(error),
+      // at once, and is not asked again; a failure that got no decision (the network, a
+      // 5xx: `isOutcomeUnknown`) is.
+      retry: (failures, error) => failures < 1 && isOutcomeUnknown(error),
       // Another tab or browser may pay it: watch it until it is settled.
       refetchInterval: (q) => {
-        if (q.state.error && !isTransientError(q.state.error)) return false;
+        if (q.state.error && !isOutcomeUnknown(q.state.error)) return false;
         return q.state.data?.status === 'paid' || q.state.data?.status === 'declined'
           ? 5_000
           : 1_000;
