@@ -2,6 +2,7 @@ import type { Clock } from '@idem/core';
 import { and, asc, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
 import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
+import { messageColumns, outboxMessageOf } from '../internal/outboxMessageOf.js';
 import type { OutboxMessage } from '../OutboxMessage.js';
 import { outboxEvents as outbox } from '../schema.js';
 
@@ -63,16 +64,7 @@ export async function claimBatch(
     // `= any(array(…))`, not `in (…)`: the sub-select runs exactly once, so the rows it
     // locked are the rows updated (a semi-join may re-run a LIMIT … SKIP LOCKED sub-select).
     .where(sql`${outbox.seq} = any(array(${due}))`)
-    .returning({
-      seq: outbox.seq,
-      id: outbox.id,
-      topic: outbox.topic,
-      aggregateKey: outbox.aggregateKey,
-      payload: outbox.payload,
-      headers: outbox.headers,
-      createdAt: outbox.createdAt,
-      attempts: outbox.attempts,
-    })
+    .returning({ seq: outbox.seq, ...messageColumns, attempts: outbox.attempts })
     // Prepared (the text is the same every round): on postgres-js an unprepared statement
     // with parameters costs a describe round trip and a parse and plan every time.
     .prepare(options.ordered ? 'idem_outbox_claim_ordered' : 'idem_outbox_claim')
@@ -81,13 +73,6 @@ export async function claimBatch(
   return rows.map((row) => ({
     seq: row.seq,
     attempts: row.attempts,
-    message: {
-      id: row.id,
-      topic: row.topic,
-      aggregateKey: row.aggregateKey,
-      payload: row.payload,
-      headers: row.headers,
-      createdAt: row.createdAt,
-    },
+    message: outboxMessageOf(row),
   }));
 }

@@ -2,6 +2,7 @@ import type { Clock } from '@idem/core';
 import { and, asc, gt, inArray, isNotNull } from 'drizzle-orm';
 import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
 import { sqlNow } from '../../postgres/sqlTime.js';
+import { outboxMessageOf } from '../internal/outboxMessageOf.js';
 import type { OutboxMessage } from '../OutboxMessage.js';
 import { outboxEvents as outbox } from '../schema.js';
 
@@ -38,18 +39,10 @@ export async function listDeadLetters(
     .where(and(isNotNull(outbox.deadAt), gt(outbox.seq, afterSeq)))
     .orderBy(asc(outbox.seq))
     .limit(limit);
-  return rows.map((row) => ({
-    seq: row.seq,
-    id: row.id,
-    topic: row.topic,
-    aggregateKey: row.aggregateKey,
-    payload: row.payload,
-    headers: row.headers,
-    createdAt: row.createdAt,
-    attempts: row.attempts,
-    lastError: row.lastError,
-    deadAt: row.deadAt as Date,
-  }));
+  // Every row has its deadAt (the filter above); the check only tells TypeScript so.
+  return rows.flatMap(({ seq, attempts, lastError, deadAt, ...row }) =>
+    deadAt ? [{ seq, ...outboxMessageOf(row), attempts, lastError, deadAt }] : [],
+  );
 }
 
 /**
