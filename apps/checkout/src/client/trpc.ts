@@ -1,4 +1,4 @@
-import { idempotencyHeaders, idempotencyLink, keyedRetryLink } from '@idem/client';
+import { idempotencyHeaders, retryingIdempotencyLink } from '@idem/client';
 import { createTRPCClient, httpBatchLink, httpLink, splitLink } from '@trpc/client';
 import { createTRPCContext } from '@trpc/tanstack-react-query';
 import superjson from 'superjson';
@@ -22,10 +22,11 @@ export interface PayContext {
 }
 
 /**
- * Mutations: a key per call (idempotencyLink), retried with that same key
- * (keyedRetryLink). Pay goes through the chaos network, which logs every attempt for the
- * panel; opening and preparing the checkout take the plain network (the chaos switches
- * are about Pay). Queries (the panel's polling) are batched on the plain network.
+ * Mutations: a key per call, retried with that same key (retryingIdempotencyLink). Pay
+ * goes through the chaos network, which logs every attempt for the panel; opening and
+ * preparing the checkout take the plain network (the chaos switches are about Pay).
+ * Queries (the panel's polling) are batched on the plain network, outside the link: TanStack
+ * Query retries them.
  */
 export function createClient(getChaos: () => Chaos) {
   return createTRPCClient<AppRouter>({
@@ -33,8 +34,7 @@ export function createClient(getChaos: () => Chaos) {
       splitLink({
         condition: (op) => op.type === 'mutation',
         true: [
-          idempotencyLink(),
-          keyedRetryLink({
+          retryingIdempotencyLink({
             maxAttempts: 10,
             baseDelayMs: 100,
             maxDelayMs: 2_000,
