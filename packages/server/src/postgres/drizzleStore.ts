@@ -96,116 +96,110 @@ export function throwIfFencedOut(updated: readonly unknown[], token: LeaseToken)
 }
 
 /** `lock_timeout` for a wait of `lockWaitMs`, as the claim statements bind it. */
-export const lockWaitOf = (lockWaitMs: number) => `${Math.max(1, Math.ceil(lockWaitMs))}ms`;
+export const lockTimeoutOf = (lockWaitMs: number) => `${Math.max(1, Math.ceil(lockWaitMs))}ms`;
 
 export function createDrizzleStore(
   db: PgDatabaseLike,
   options: DrizzleStoreOptions,
   keyLock: boolean,
 ): IdempotencyStore {
-  const statements = prepareStatements(
-    db,
-    options.clock,
-    options.lockWaitMs !== undefined,
-    keyLock,
-  );
-  const { clock } = options;
-  /** The values every statement binds: the injected clock's "now", when there is one. */
-  const lockWait = options.lockWaitMs === undefined ? undefined : lockWaitOf(options.lockWaitMs);
-  const bind = <T extends object>(values: T): T & { now?: string } =>
-    clock ? { ...values, now: new Date(clock.now()).toISOString() } : values;
-
-  /**
-   * Statement 1 of a claim: insert the key if it is new, else read the existing row, with
-   * the statement's "now".
-   */
-  const insertOrRead = async (request: ClaimRequest) => {
-    const [row] = await statements
-      .claim()
-      .execute(bind({ ...claimValues(request), ...(lockWait && { lockWait }) }));
-    if (!row) return undefined;
-    const { inserted, nowMs, restored: _, ...columns } = row;
-    return { inserted: inserted === true, record: toRecord(columns), nowMs: Number(nowMs) };
+  const { clock, lockWaitMs } = options;
+  const store: StoreStatements = {
+    statements: prepareStatements(db, clock, lockWaitMs !== undefined, keyLock),
+    expectNewKeys: options.expectNewKeys === true,
+    lockWait: lockWaitMs === undefined ? undefined : lockTimeoutOf(lockWaitMs),
+    // The values every statement binds: the injected clock's "now", when there is one.
+    bind: (values) => (clock ? { ...values, now: new Date(clock.now()).toISOString() } : values),
   };
-
-  /** One fenced UPDATE: changes the row only for the live holder of `token`. */
-  const fenced = async (
-    statement: { execute(values: Record<string, unknown>): Promise<unknown[]> },
-    token: LeaseToken,
-    values: Record<string, unknown> = {},
-  ) => {
-    throwIfFencedOut(await statement.execute(bind({ ...values, ...incarnation(token) })), token);
-  };
-
+  const { statements } = store;
   return {
-    async claim(request: ClaimRequest): Promise<ClaimResult> {
-      if (options.expectNewKeys) {
-        const [row] = await statements
-          .insertNew()
-          .execute(bind({ ...claimValues(request), ...(lockWait && { lockWait }) }));
-        if (row) {
-          const { restored: _, ...columns } = row;
-          return { status: 'claimed', takeover: false, record: toRecord(columns) };
-        }
-      }
-      for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-        const found = await insertOrRead(request);
-        // Nothing: a concurrent claim inserted the key after this statement's snapshot was
-        // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
-        if (!found) continue;
-        if (found.inserted) return { status: 'claimed', takeover: false, record: found.record };
-        const decision = decideClaim(found.record, request, found.nowMs);
-        if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
-        const [claimed] = await statements.takeOver().execute(
-          // Only if it is still the row that was read.
-          bind({ ...claimValues(request), ...incarnation(found.record) }),
-        );
-        if (claimed) {
-          const record = toRecord(claimed);
-          return { status: 'claimed', takeover: record.attempts > 1, record };
-        }
-        // Another claim (or the holder's heartbeat or completion) changed the row first.
-      }
-      throw new Error(
-        `claim of idempotency key "${request.key}" did not settle after ${MAX_CLAIM_ROUNDS} rounds: ` +
-          'the record kept changing between statements (is the database clock stepping back?)',
-      );
-    },
-
-    async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-      await fenced(statements.complete(), token, { outcome: JSON.stringify(outcome), ttlMs });
-    },
-
-    async release(token: LeaseToken): Promise<void> {
-      await fenced(statements.release(), token);
-    },
-
-    async heartbeat(token: LeaseToken, leaseMs: number): Promise<void> {
-      await fenced(statements.heartbeat(), token, { leaseMs });
-    },
-
-    async saveStep(token: LeaseToken, name: string, value: JsonValue): Promise<void> {
-      // Name and value travel as parameters: a step name is data, never SQL text.
-      await fenced(statements.saveStep(), token, {
+    claim: (request) => claim(store, request),
+    complete: (token, outcome, ttlMs) =>
+      fenced(store, statements.complete(), token, { outcome: JSON.stringify(outcome), ttlMs }),
+    release: (token) => fenced(store, statements.release(), token),
+    heartbeat: (token, leaseMs) => fenced(store, statements.heartbeat(), token, { leaseMs }),
+    // Name and value travel as parameters: a step name is data, never SQL text.
+    saveStep: (token, name, value) =>
+      fenced(store, statements.saveStep(), token, {
         stepName: name,
         stepValue: JSON.stringify(value),
-      });
-    },
-
-    async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
-      const [row] = await statements.read().execute(bind({ scope, key }));
+      }),
+    async get(scope, key) {
+      const [row] = await statements.read().execute(store.bind({ scope, key }));
       if (!row) return null;
       const { nowMs, ...columns } = row;
       const record = toRecord(columns);
       return isExpired(record, Number(nowMs)) ? null : record;
     },
-
-    async sweep({ limit }: SweepOptions): Promise<number> {
+    async sweep({ limit }) {
       if (!(limit >= 1)) return 0;
-      const deleted = await statements.sweep().execute(bind({ limit: Math.floor(limit) }));
+      const deleted = await statements.sweep().execute(store.bind({ limit: Math.floor(limit) }));
       return deleted.length;
     },
   };
+}
+
+/** One store's statements, and what it binds into each. */
+interface StoreStatements {
+  statements: ReturnType<typeof prepareStatements>;
+  expectNewKeys: boolean;
+  lockWait: string | undefined;
+  bind<T extends object>(values: T): T & { now?: string };
+}
+
+/**
+ * The claim: the new key's INSERT first where new keys are expected, else (and when the
+ * key exists after all) statement 1 reads or inserts, and a key that is expired or whose
+ * lease lapsed is taken over by a fenced UPDATE of the row that was read.
+ */
+async function claim(store: StoreStatements, request: ClaimRequest): Promise<ClaimResult> {
+  const { statements, bind, lockWait } = store;
+  const values = bind({ ...claimValues(request), ...(lockWait && { lockWait }) });
+  if (store.expectNewKeys) {
+    const [row] = await statements.insertNew().execute(values);
+    if (row) {
+      const { restored: _, ...columns } = row;
+      return { status: 'claimed', takeover: false, record: toRecord(columns) };
+    }
+  }
+  for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+    // Insert the key if it is new, else read the existing row, with the statement's "now".
+    const [row] = await statements.claim().execute(values);
+    // Nothing: a concurrent claim inserted the key after this statement's snapshot was
+    // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
+    if (!row) continue;
+    const { inserted, nowMs, restored: _, ...columns } = row;
+    const record = toRecord(columns);
+    if (inserted === true) return { status: 'claimed', takeover: false, record };
+    const decision = decideClaim(record, request, Number(nowMs));
+    if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
+    const [claimed] = await statements.takeOver().execute(
+      // Only if it is still the row that was read.
+      bind({ ...claimValues(request), ...incarnation(record) }),
+    );
+    if (claimed) {
+      const taken = toRecord(claimed);
+      return { status: 'claimed', takeover: taken.attempts > 1, record: taken };
+    }
+    // Another claim (or the holder's heartbeat or completion) changed the row first.
+  }
+  throw new Error(
+    `claim of idempotency key "${request.key}" did not settle after ${MAX_CLAIM_ROUNDS} rounds: ` +
+      'the record kept changing between statements (is the database clock stepping back?)',
+  );
+}
+
+/** One fenced UPDATE: changes the row only for the live holder of `token`. */
+async function fenced(
+  store: StoreStatements,
+  statement: { execute(values: Record<string, unknown>): Promise<unknown[]> },
+  token: LeaseToken,
+  values: Record<string, unknown> = {},
+): Promise<void> {
+  throwIfFencedOut(
+    await statement.execute(store.bind({ ...values, ...incarnation(token) })),
+    token,
+  );
 }
 
 /** A claim's values for the statements' placeholders. */

@@ -1,6 +1,6 @@
 import type { Clock } from '@idem/core';
 import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
-import type { SelectedFieldsFlat } from 'drizzle-orm/pg-core';
+import type { PgUpdateSetSource, SelectedFieldsFlat } from 'drizzle-orm/pg-core';
 import { deleteSkipLocked } from './deleteSkipLocked.js';
 import { keyLockArgs } from './keyLock.js';
 import { once } from './once.js';
@@ -48,195 +48,210 @@ export function prepareStatements(
   boundLockWait: boolean,
   keyLock: boolean,
 ) {
+  const parts = statementParts(db, clock, boundLockWait, keyLock);
+  const { name, byId, nowMs } = parts;
+  const completion = {
+    status: 'completed',
+    outcome: sql`${param.outcome}::json`,
+    completedAt: parts.now,
+    lockedUntil: null,
+    expiresAt: sqlLater(parts.now, param.ttlMs),
+  } as const;
+  const fencedUpdate = (statement: string, set: FencedSet) =>
+    once(() => fencedUpdateOf(parts, set).prepare(name(statement)));
+  return {
+    insertNew: once(() => insertNewKey(parts, COLUMNS).prepare(name('insert_new'))),
+    claim: once(() => claimStatement(parts).prepare(name('claim'))),
+    takeOver: once(() => takeOverStatement(parts).prepare(name('take_over'))),
+    complete: fencedUpdate('complete', completion),
+    release: fencedUpdate('release', { lockedUntil: parts.now }),
+    heartbeat: fencedUpdate('heartbeat', { lockedUntil: sqlLater(parts.now, param.leaseMs) }),
+    saveStep: fencedUpdate('save_step', {
+      steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
+    }),
+    read: once(() =>
+      db
+        .select({ ...COLUMNS, nowMs })
+        .from(keys)
+        .where(byId)
+        .prepare(name('read')),
+    ),
+    // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
+    // right now is left to that claim.
+    sweep: once(() =>
+      deleteSkipLocked(db, keys, {
+        key: [keys.scope, keys.key],
+        doomed: parts.expired,
+        limit: param.limit,
+      }).prepare(name('sweep')),
+    ),
+    /** Statements as built, unprepared, for `renderedStatement`. */
+    unprepared: {
+      insertNew: <TFields extends SelectedFieldsFlat>(fields: TFields) =>
+        insertNewKey(parts, fields),
+      complete: () => fencedUpdateOf(parts, completion),
+    },
+  };
+}
+
+/** The pieces every statement of one store is made of. */
+type StatementParts = ReturnType<typeof statementParts>;
+type FencedSet = PgUpdateSetSource<typeof keys>;
+
+function statementParts(
+  db: PgDatabaseLike,
+  clock: Clock | undefined,
+  boundLockWait: boolean,
+  keyLock: boolean,
+) {
   const now = sqlNow(clock, param.now);
   const suffix = `${clock ? '_at' : ''}${boundLockWait ? '_bounded' : ''}${keyLock ? '_locked' : ''}`;
-  const name = (statement: string) => `idem_${statement}${suffix}`;
-  const byId = and(eq(keys.scope, param.scope), eq(keys.key, param.key));
-  const nowMs = sqlEpochMs(now);
-
   // `core`'s isExpired and isLeaseExpired, in SQL.
   const leaseExpired = sql`(${keys.lockedUntil} is null or ${keys.lockedUntil} <= ${now})`;
-  const expired = sql`(${keys.expiresAt} <= ${now} and (${keys.status} = 'completed' or ${leaseExpired}))`;
-
-  // The values of a claimed new key. With a bound, `attempts` carries it (see BOUND_LOCK_WAIT),
-  // and the key lock after it, so that the lock's wait is bounded too.
+  // The values of a claimed new key. With a bound, `attempts` carries it (see
+  // BOUND_LOCK_WAIT), and the key lock after it, so that the lock's wait is bounded too.
   const bounded = boundLockWait ? BOUND_LOCK_WAIT : sql`select 1`;
   const attempts = keyLock
     ? sql`(select 1 from (select pg_advisory_xact_lock(${keyLockArgs(param.scope, param.key)}) from (${bounded}) as bounded) as locked)`
     : boundLockWait
       ? sql`(${BOUND_LOCK_WAIT})`
       : 1;
-  const newKey = {
-    scope: param.scope,
-    key: param.key,
-    fingerprint: param.fingerprint,
-    status: 'in_progress',
-    version: 1,
-    lockedUntil: sqlLater(now, param.leaseMs),
-    attempts,
-    outcome: null,
-    steps: sql`'{}'::jsonb`,
-    createdAt: now,
-    completedAt: null,
-    expiresAt: sqlLater(now, param.ttlMs),
-  } as const;
-  // With a bound, RETURNING puts `lock_timeout` back: it runs after the insert (and its wait).
-  const restored = boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`;
+  return {
+    db,
+    now,
+    name: (statement: string) => `idem_${statement}${suffix}`,
+    byId: and(eq(keys.scope, param.scope), eq(keys.key, param.key)),
+    nowMs: sqlEpochMs(now),
+    leaseExpired,
+    expired: sql`(${keys.expiresAt} <= ${now} and (${keys.status} = 'completed' or ${leaseExpired}))`,
+    newKey: {
+      scope: param.scope,
+      key: param.key,
+      fingerprint: param.fingerprint,
+      status: 'in_progress',
+      version: 1,
+      lockedUntil: sqlLater(now, param.leaseMs),
+      attempts,
+      outcome: null,
+      steps: sql`'{}'::jsonb`,
+      createdAt: now,
+      completedAt: null,
+      expiresAt: sqlLater(now, param.ttlMs),
+    } as const,
+    // With a bound, RETURNING puts `lock_timeout` back: it runs after the insert (and its wait).
+    restored: boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`,
+  };
+}
 
-  // The new key alone, with the given fields returned (and `lock_timeout` put back).
-  const insertNewKey = <TFields extends SelectedFieldsFlat>(fields: TFields) =>
+/** The new key alone, with the given fields returned (and `lock_timeout` put back). */
+function insertNewKey<TFields extends SelectedFieldsFlat>(parts: StatementParts, fields: TFields) {
+  return parts.db
+    .insert(keys)
+    .values(parts.newKey)
+    .onConflictDoNothing({ target: [keys.scope, keys.key] })
+    .returning({ ...fields, restored: parts.restored });
+}
+
+/**
+ * The claim: the new key, or the existing row with whether it was inserted and the
+ * statement's "now". Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing,
+ * so a replay, a mismatch or an in-progress answer takes no transaction id and writes no WAL.
+ */
+function claimStatement(parts: StatementParts) {
+  const { db, byId, nowMs, restored } = parts;
+  const inserted = db.$with('inserted').as(
     db
       .insert(keys)
-      .values(newKey)
+      .values(parts.newKey)
       .onConflictDoNothing({ target: [keys.scope, keys.key] })
-      .returning({ ...fields, restored });
-  const insertNew = once(() => insertNewKey(COLUMNS).prepare(name('insert_new')));
-
-  const claim = once(() => {
-    // Read-only when the key exists: `ON CONFLICT DO NOTHING` locks nothing, so a replay, a
-    // mismatch or an in-progress answer takes no transaction id and writes no WAL.
-    const inserted = db.$with('inserted').as(
+      .returning(),
+  );
+  // The data-modifying CTE must sit at the top level: the union is a subquery of it.
+  const found = db
+    .select({
+      // UNION ALL matches columns by position: the same fields, in the same order, as below.
+      ...columnsOf(inserted),
+      inserted: sql<boolean>`true`.as('inserted'),
+      nowMs: nowMs.as('now_ms'),
+    })
+    .from(inserted)
+    .unionAll(
       db
-        .insert(keys)
-        .values(newKey)
-        .onConflictDoNothing({ target: [keys.scope, keys.key] })
-        .returning(),
-    );
-    // The data-modifying CTE must sit at the top level: the union is a subquery of it.
-    const found = db
-      .select({
-        // UNION ALL matches columns by position: the same fields, in the same order, as below.
-        scope: inserted.scope,
-        key: inserted.key,
-        fingerprint: inserted.fingerprint,
-        status: inserted.status,
-        version: inserted.version,
-        lockedUntil: inserted.lockedUntil,
-        attempts: inserted.attempts,
-        outcome: inserted.outcome,
-        steps: inserted.steps,
-        createdAt: inserted.createdAt,
-        completedAt: inserted.completedAt,
-        expiresAt: inserted.expiresAt,
-        inserted: sql<boolean>`true`.as('inserted'),
-        nowMs: nowMs.as('now_ms'),
-      })
-      .from(inserted)
-      .unionAll(
-        db
-          .select({
-            ...COLUMNS,
-            inserted: sql<boolean>`false`.as('inserted'),
-            nowMs: nowMs.as('now_ms'),
-          })
-          .from(keys)
-          .where(and(byId, notExists(db.select({ one: sql`1` }).from(inserted)))),
-      )
-      .as('found');
-    // With a bound, `lock_timeout` goes back to the caller's value once the row is decided:
-    // evaluated per row of `found`, so after the insert (and its wait) ran.
-    return db
-      .with(inserted)
-      .select({
-        ...found._.selectedFields,
-        restored,
-      })
-      .from(found)
-      .prepare(name('claim'));
-  });
+        .select({
+          ...COLUMNS,
+          inserted: sql<boolean>`false`.as('inserted'),
+          nowMs: nowMs.as('now_ms'),
+        })
+        .from(keys)
+        .where(and(byId, notExists(db.select({ one: sql`1` }).from(inserted)))),
+    )
+    .as('found');
+  // With a bound, `lock_timeout` goes back to the caller's value once the row is decided:
+  // evaluated per row of `found`, so after the insert (and its wait) ran.
+  return db
+    .with(inserted)
+    .select({ ...columnsOf(found), inserted: found.inserted, nowMs: found.nowMs, restored })
+    .from(found);
+}
 
-  // Reset an expired row, or take over its lapsed lease, if it is still the row that was
-  // read (version and creation time) and still expired or lapsed by this statement's
-  // "now". Every expression reads the row as it was before this update. A reset starts
-  // afresh (version + 1 so fencing tokens never repeat); a takeover keeps steps and
-  // creation time.
-  const takeOver = once(() => {
-    const expiresAt = sqlLater(now, param.ttlMs);
-    return db
-      .update(keys)
-      .set({
-        fingerprint: sql`${param.fingerprint}`,
-        status: 'in_progress',
-        version: sql`${keys.version} + 1`,
-        lockedUntil: sqlLater(now, param.leaseMs),
-        attempts: sql`case when ${expired} then 1 else ${keys.attempts} + 1 end`,
-        outcome: null,
-        steps: sql`case when ${expired} then '{}'::jsonb else ${keys.steps} end`,
-        createdAt: sql`case when ${expired} then ${now} else ${keys.createdAt} end`,
-        completedAt: null,
-        expiresAt: sql`case when ${expired} then ${expiresAt} else greatest(${keys.expiresAt}, ${expiresAt}) end`,
-      })
-      .where(
-        and(
-          byId,
-          eq(keys.version, param.version),
-          eq(keys.createdAt, param.createdAt),
-          sql`(${expired} or (${keys.status} = 'in_progress' and ${leaseExpired} and ${keys.fingerprint} = ${param.fingerprint}))`,
-        ),
-      )
-      .returning()
-      .prepare(name('take_over'));
-  });
+/**
+ * Resets an expired row, or takes over its lapsed lease, if it is still the row that was
+ * read (version and creation time) and still expired or lapsed by this statement's "now".
+ * Every expression reads the row as it was before this update. A reset starts afresh
+ * (version + 1 so fencing tokens never repeat); a takeover keeps steps and creation time.
+ */
+function takeOverStatement({ db, now, byId, expired, leaseExpired }: StatementParts) {
+  const expiresAt = sqlLater(now, param.ttlMs);
+  return db
+    .update(keys)
+    .set({
+      fingerprint: sql`${param.fingerprint}`,
+      status: 'in_progress',
+      version: sql`${keys.version} + 1`,
+      lockedUntil: sqlLater(now, param.leaseMs),
+      attempts: sql`case when ${expired} then 1 else ${keys.attempts} + 1 end`,
+      outcome: null,
+      steps: sql`case when ${expired} then '{}'::jsonb else ${keys.steps} end`,
+      createdAt: sql`case when ${expired} then ${now} else ${keys.createdAt} end`,
+      completedAt: null,
+      expiresAt: sql`case when ${expired} then ${expiresAt} else greatest(${keys.expiresAt}, ${expiresAt}) end`,
+    })
+    .where(
+      and(
+        byId,
+        eq(keys.version, param.version),
+        eq(keys.createdAt, param.createdAt),
+        sql`(${expired} or (${keys.status} = 'in_progress' and ${leaseExpired} and ${keys.fingerprint} = ${param.fingerprint}))`,
+      ),
+    )
+    .returning();
+}
 
-  const fencedUpdateOf = (set: Parameters<ReturnType<typeof db.update<typeof keys>>['set']>[0]) =>
-    db
-      .update(keys)
-      .set(set)
-      .where(
-        and(
-          byId,
-          eq(keys.version, param.version),
-          eq(keys.createdAt, param.createdAt),
-          eq(keys.status, 'in_progress'),
-        ),
-      )
-      .returning({ version: keys.version });
-  const fencedUpdate = (
-    statement: string,
-    set: Parameters<ReturnType<typeof db.update<typeof keys>>['set']>[0],
-  ) => once(() => fencedUpdateOf(set).prepare(name(statement)));
-  const completion = {
-    status: 'completed',
-    outcome: sql`${param.outcome}::json`,
-    completedAt: now,
-    lockedUntil: null,
-    expiresAt: sqlLater(now, param.ttlMs),
-  } as const;
-
-  const read = once(() =>
-    db
-      .select({ ...COLUMNS, nowMs })
-      .from(keys)
-      .where(byId)
-      .prepare(name('read')),
-  );
-
-  // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
-  // right now is left to that claim.
-  const sweep = once(() =>
-    deleteSkipLocked(db, keys, {
-      key: [keys.scope, keys.key],
-      doomed: expired,
-      limit: param.limit,
-    }).prepare(name('sweep')),
-  );
-
-  return {
-    insertNew,
-    claim,
-    takeOver,
-    complete: fencedUpdate('complete', completion),
-    release: fencedUpdate('release', { lockedUntil: now }),
-    heartbeat: fencedUpdate('heartbeat', { lockedUntil: sqlLater(now, param.leaseMs) }),
-    saveStep: fencedUpdate('save_step', {
-      steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
-    }),
-    read,
-    sweep,
-    /** Statements as built, unprepared, for `renderedStatement`. */
-    unprepared: { insertNew: insertNewKey, complete: () => fencedUpdateOf(completion) },
-  };
+/** An update of the row a token holds, only while it holds it (version, creation, in progress). */
+function fencedUpdateOf({ db, byId }: StatementParts, set: FencedSet) {
+  return db
+    .update(keys)
+    .set(set)
+    .where(
+      and(
+        byId,
+        eq(keys.version, param.version),
+        eq(keys.createdAt, param.createdAt),
+        eq(keys.status, 'in_progress'),
+      ),
+    )
+    .returning({ version: keys.version });
 }
 
 /** The columns of `idem_keys`, in table order: what a statement returns as a record. */
 export const COLUMNS = getTableColumns(keys);
+
+type ColumnName = keyof typeof COLUMNS;
+const COLUMN_NAMES = Object.keys(COLUMNS) as ColumnName[];
+
+/** The fields named as `idem_keys`' columns of a CTE or subquery over its rows, in table order. */
+function columnsOf<T extends Record<ColumnName, unknown>>(source: T): Pick<T, ColumnName> {
+  const fields = {} as Pick<T, ColumnName>;
+  for (const name of COLUMN_NAMES) fields[name] = source[name];
+  return fields;
+}

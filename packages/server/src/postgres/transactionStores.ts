@@ -11,7 +11,7 @@ import {
   claimValues,
   createDrizzleStore,
   incarnation,
-  lockWaitOf,
+  lockTimeoutOf,
   throwIfFencedOut,
 } from './drizzleStore.js';
 import { once } from './once.js';
@@ -39,7 +39,7 @@ export function transactionStores(
   db: PgDatabaseLike,
   lockWaitMs: number,
 ): (tx: PgDatabaseLike) => IdempotencyStore {
-  const lockWait = lockWaitOf(lockWaitMs);
+  const lockWait = lockTimeoutOf(lockWaitMs);
   const { unprepared } = prepareStatements(db, undefined, true, true);
   // The new key's creation time, the statement's "now", comes back as epoch milliseconds
   // (read through the selection below, not the table's columns); the rest of its record is
