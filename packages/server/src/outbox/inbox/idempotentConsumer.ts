@@ -8,9 +8,11 @@ export type { TransactionOf };
 import { deleteSkipLocked } from '../../postgres/deleteSkipLocked.js';
 import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
-import { type BatchHandler, type BatchItemResult, handleInboxBatch } from './handleBatch.js';
+import type { ConsumerEvent, HandleResult } from './ConsumerEvent.js';
+import { type ConsumerContext, handleEach, handleOnce } from './consumerHandling.js';
+import type { BatchHandler, BatchItemResult } from './handleBatch.js';
 
-export type { BatchHandler, BatchItemResult };
+export type { BatchHandler, BatchItemResult, ConsumerEvent, HandleResult };
 
 export interface IdempotentConsumerOptions<TDb extends PgDatabaseLike> {
   /** The consumer's database, holding `idem_inbox` (run `migrate(db)` first). */
@@ -43,28 +45,6 @@ export interface IdempotentConsumerOptions<TDb extends PgDatabaseLike> {
    */
   onEvent?: (event: ConsumerEvent) => void;
 }
-
-/** What `handle` did, for logs and metrics. */
-export interface ConsumerEvent {
-  type: 'processed' | 'duplicate' | 'failed';
-  consumer: string;
-  eventId: string;
-  durationMs: number;
-  /** Why the handler failed (its transaction was rolled back). */
-  error?: unknown;
-  /** The event's topic, when the delivered event carries one (an `OutboxMessage` does). */
-  topic?: string;
-  /**
-   * `processed` only: from the producing transaction (the event's `createdAt`) to this
-   * handling's commit, when the delivered event carries `createdAt`.
-   */
-  lagMs?: number;
-  /** From `handleBatch`: how many events the batch had (`durationMs` is the batch's). */
-  batchSize?: number;
-}
-
-/** `processed`: the handler ran and committed. `duplicate`: it ran before; skipped. */
-export type HandleResult<T> = { status: 'processed'; value: T } | { status: 'duplicate' };
 
 export interface IdempotentConsumer<TDb extends PgDatabaseLike = PgDatabaseLike> {
   readonly name: string;
@@ -134,97 +114,19 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
         'Raise retentionMs or lower the redelivery delays.',
     );
   }
-  const tick = () => clock?.now() ?? performance.now();
-  /** What the delivery itself tells the report: its topic and, once committed, its lag. */
-  const reportOf = (
-    event: { topic?: unknown; createdAt?: unknown },
-    status: ConsumerEvent['type'],
-  ) => ({
-    ...(typeof event.topic === 'string' && { topic: event.topic }),
-    ...(status === 'processed' &&
-      event.createdAt instanceof Date && {
-        lagMs: Math.max(0, (clock?.now() ?? Date.now()) - event.createdAt.getTime()),
-      }),
-  });
-  const emit = (event: ConsumerEvent) => notifyObserver(options.onEvent, event);
+  const context: ConsumerContext<TDb> = {
+    db,
+    name,
+    clock,
+    emit: (event) => notifyObserver(options.onEvent, event),
+  };
 
   return {
     name,
     retentionMs,
     maxRedeliveryDelayMs,
-
-    async handle(event, handler) {
-      const eventId = event?.id;
-      if (typeof eventId !== 'string' || eventId.length === 0) {
-        throw new TypeError(
-          `idempotentConsumer "${name}": handle(event) needs the event's id (a non-empty string).`,
-        );
-      }
-      const startedAt = tick();
-      const took = () => tick() - startedAt;
-      try {
-        const result = await db.transaction(async (tx) => {
-          // A concurrent copy of the same event waits here on the first one's uncommitted
-          // row, then finds it (duplicate) or, if the first rolled back, takes its place.
-          const inserted = await tx
-            .insert(inbox)
-            .values({ consumer: name, eventId, processedAt: sqlNow(clock) })
-            .onConflictDoNothing()
-            .returning({ eventId: inbox.eventId });
-          if (inserted.length === 0) return { status: 'duplicate' } as const;
-          const value = await handler(tx as TransactionOf<TDb>);
-          return { status: 'processed', value } as const;
-        });
-        emit({
-          type: result.status,
-          consumer: name,
-          eventId,
-          durationMs: took(),
-          ...reportOf(event, result.status),
-        });
-        return result;
-      } catch (error) {
-        emit({
-          type: 'failed',
-          consumer: name,
-          eventId,
-          durationMs: took(),
-          error,
-          ...reportOf(event, 'failed'),
-        });
-        throw error;
-      }
-    },
-
-    async handleBatch(events, handler) {
-      if (!Array.isArray(events)) {
-        throw new TypeError(`idempotentConsumer "${name}": handleBatch(events) needs an array.`);
-      }
-      for (const event of events) {
-        if (typeof event?.id !== 'string' || event.id.length === 0) {
-          throw new TypeError(
-            `idempotentConsumer "${name}": every event of handleBatch(events) needs its id (a non-empty string).`,
-          );
-        }
-      }
-      if (events.length === 0) return [];
-      const startedAt = tick();
-      const results = await handleInboxBatch({ db, name, clock, handler }, events);
-      const durationMs = tick() - startedAt;
-      for (const [index, result] of results.entries()) {
-        emit({
-          type: result.status,
-          consumer: name,
-          eventId: result.id,
-          durationMs,
-          batchSize: events.length,
-          ...reportOf(events[index] as { topic?: unknown; createdAt?: unknown }, result.status),
-          ...(result.status === 'failed' ? { error: result.error } : {}),
-        });
-      }
-      return results;
-    },
-
+    handle: (event, handler) => handleOnce(context, event, handler),
+    handleBatch: (events, handler) => handleEach(context, events, handler),
     async cleanup({ limit = 1_000 } = {}) {
       const cutoff = sqlLater(sqlNow(clock), -retentionMs);
       const deleted = await deleteSkipLocked(db, inbox, {
