@@ -58,6 +58,14 @@ type AnyHandler =
   | ((event: OutboxMessage) => Promise<unknown> | unknown)
   | InProcessBatchHandler<OutboxMessage>;
 
+/** How the publisher finds a topic's handler and reads a payload. */
+interface Routing {
+  handlerOf(topic: string): AnyHandler | undefined;
+  /** The message with its payload parsed by its topic's schema, if `events` were given. */
+  parse(message: OutboxMessage): Promise<OutboxMessage>;
+  ignoreUnknownTopics: boolean;
+}
+
 /**
  * The embedded publisher: "publishing" runs the topic's handler in this process, and the
  * event counts as published when the handler resolves. A handler that throws makes the
@@ -75,117 +83,19 @@ export function inProcessPublisher<TSchemas extends EventSchemas = EventSchemas>
   handlers: NoInfer<InProcessHandlers<TSchemas>>,
   options: InProcessPublisherOptions<TSchemas> = {},
 ): Publisher {
-  const handlerOf = (topic: string): AnyHandler | undefined =>
-    Object.hasOwn(handlers, topic)
-      ? (handlers[topic as TopicOf<TSchemas>] as AnyHandler | undefined)
-      : undefined;
-
-  const noHandler = (message: OutboxMessage) =>
-    new Error(
-      `inProcessPublisher: no handler for topic "${message.topic}" (event ${message.id}). ` +
-        'Add one, or pass { ignoreUnknownTopics: true } to drop such events.',
-    );
-
-  const parsed = async (message: OutboxMessage): Promise<OutboxMessage> => {
-    if (!options.events) return message;
-    const topic = message.topic as TopicOf<TSchemas>;
-    return { ...message, payload: await options.events.parse(topic, message.payload) };
+  const routing: Routing = {
+    handlerOf: (topic) =>
+      Object.hasOwn(handlers, topic)
+        ? (handlers[topic as TopicOf<TSchemas>] as AnyHandler | undefined)
+        : undefined,
+    async parse(message) {
+      if (!options.events) return message;
+      const topic = message.topic as TopicOf<TSchemas>;
+      return { ...message, payload: await options.events.parse(topic, message.payload) };
+    },
+    ignoreUnknownTopics: options.ignoreUnknownTopics ?? false,
   };
-
-  /** Runs one topic's batch handler; results by position in `messages`. */
-  const runBatch = async (
-    handler: InProcessBatchHandler<OutboxMessage>,
-    messages: readonly OutboxMessage[],
-  ): Promise<PublishResult[]> => {
-    const results: PublishResult[] = messages.map(() => ({ ok: true }));
-    const ready: OutboxMessage[] = [];
-    const positions: number[] = [];
-    await Promise.all(
-      messages.map(async (message, index) => {
-        try {
-          ready[index] = await parsed(message);
-        } catch (error) {
-          results[index] = { ok: false, error };
-        }
-      }),
-    );
-    const batch = messages.flatMap((_, index) => {
-      const event = ready[index];
-      if (!event) return [];
-      positions.push(index);
-      return [event];
-    });
-    if (batch.length === 0) return results;
-    let reported: Awaited<ReturnType<typeof handler.batch>>;
-    try {
-      reported = await handler.batch(batch);
-    } catch (error) {
-      for (const index of positions) results[index] = { ok: false, error };
-      return results;
-    }
-    if (!reported) return results;
-    const byId = new Map(reported.map((result) => [result.id, result]));
-    for (const index of positions) {
-      const message = messages[index] as OutboxMessage;
-      const result = byId.get(message.id);
-      if (!result) {
-        results[index] = {
-          ok: false,
-          error: new Error(
-            `inProcessPublisher: the batch handler of "${message.topic}" returned no result for event ${message.id}.`,
-          ),
-        };
-      } else if (result.status === 'failed') {
-        results[index] = { ok: false, error: result.error };
-      }
-    }
-    return results;
-  };
-
-  const publishBatch = async (messages: readonly OutboxMessage[]): Promise<PublishResult[]> => {
-    const results: PublishResult[] = messages.map(() => ({ ok: true }));
-    const byTopic = new Map<string, number[]>();
-    messages.forEach((message, index) => {
-      const positions = byTopic.get(message.topic) ?? [];
-      positions.push(index);
-      byTopic.set(message.topic, positions);
-    });
-    await Promise.all(
-      [...byTopic].map(async ([topic, positions]) => {
-        const handler = handlerOf(topic);
-        if (!handler) {
-          for (const index of positions) {
-            const message = messages[index] as OutboxMessage;
-            results[index] = options.ignoreUnknownTopics
-              ? { ok: true }
-              : { ok: false, error: noHandler(message) };
-          }
-          return;
-        }
-        if (typeof handler !== 'function') {
-          const outcome = await runBatch(
-            handler,
-            positions.map((index) => messages[index] as OutboxMessage),
-          );
-          positions.forEach((index, at) => {
-            results[index] = outcome[at] as PublishResult;
-          });
-          return;
-        }
-        await Promise.all(
-          positions.map(async (index) => {
-            try {
-              await handler(await parsed(messages[index] as OutboxMessage));
-            } catch (error) {
-              results[index] = { ok: false, error };
-            }
-          }),
-        );
-      }),
-    );
-    return results;
-  };
-
+  const publishBatch = (messages: readonly OutboxMessage[]) => publishAll(routing, messages);
   return {
     async publish(message) {
       const [result] = await publishBatch([message]);
@@ -194,3 +104,106 @@ export function inProcessPublisher<TSchemas extends EventSchemas = EventSchemas>
     publishBatch,
   };
 }
+
+/** A relay's batch, topic by topic (each topic's handler runs beside the others'). */
+async function publishAll(
+  routing: Routing,
+  messages: readonly OutboxMessage[],
+): Promise<PublishResult[]> {
+  const results: PublishResult[] = messages.map(() => ({ ok: true }));
+  const byTopic = new Map<string, { index: number; message: OutboxMessage }[]>();
+  messages.forEach((message, index) => {
+    const group = byTopic.get(message.topic) ?? [];
+    group.push({ index, message });
+    byTopic.set(message.topic, group);
+  });
+  await Promise.all(
+    [...byTopic].map(async ([topic, group]) => {
+      const handler = routing.handlerOf(topic);
+      const outcome = await publishTopic(
+        routing,
+        handler,
+        group.map(({ message }) => message),
+      );
+      group.forEach(({ index }, at) => {
+        const result = outcome[at];
+        if (result) results[index] = result;
+      });
+    }),
+  );
+  return results;
+}
+
+/** One topic's messages through its handler: results in the same order. */
+async function publishTopic(
+  routing: Routing,
+  handler: AnyHandler | undefined,
+  messages: readonly OutboxMessage[],
+): Promise<PublishResult[]> {
+  if (!handler) {
+    return messages.map((message) =>
+      routing.ignoreUnknownTopics ? { ok: true } : { ok: false, error: noHandler(message) },
+    );
+  }
+  if (typeof handler !== 'function') return runBatch(routing, handler, messages);
+  return Promise.all(
+    messages.map(async (message): Promise<PublishResult> => {
+      try {
+        await handler(await routing.parse(message));
+        return { ok: true };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    }),
+  );
+}
+
+/** Runs one topic's batch handler on the messages whose payload parsed; results in order. */
+async function runBatch(
+  routing: Routing,
+  handler: InProcessBatchHandler<OutboxMessage>,
+  messages: readonly OutboxMessage[],
+): Promise<PublishResult[]> {
+  const results: PublishResult[] = messages.map(() => ({ ok: true }));
+  const parsed = await Promise.all(
+    messages.map(async (message, index) => {
+      try {
+        return { index, event: await routing.parse(message) };
+      } catch (error) {
+        results[index] = { ok: false, error };
+        return undefined;
+      }
+    }),
+  );
+  const ready = parsed.filter((entry) => entry !== undefined);
+  if (ready.length === 0) return results;
+  let reported: Awaited<ReturnType<typeof handler.batch>>;
+  try {
+    reported = await handler.batch(ready.map(({ event }) => event));
+  } catch (error) {
+    for (const { index } of ready) results[index] = { ok: false, error };
+    return results;
+  }
+  if (!reported) return results;
+  const byId = new Map(reported.map((result) => [result.id, result]));
+  for (const { index, event } of ready) {
+    const result = byId.get(event.id);
+    if (!result) {
+      results[index] = {
+        ok: false,
+        error: new Error(
+          `inProcessPublisher: the batch handler of "${event.topic}" returned no result for event ${event.id}.`,
+        ),
+      };
+    } else if (result.status === 'failed') {
+      results[index] = { ok: false, error: result.error };
+    }
+  }
+  return results;
+}
+
+const noHandler = (message: OutboxMessage) =>
+  new Error(
+    `inProcessPublisher: no handler for topic "${message.topic}" (event ${message.id}). ` +
+      'Add one, or pass { ignoreUnknownTopics: true } to drop such events.',
+  );
