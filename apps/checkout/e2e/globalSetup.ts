@@ -124,11 +124,12 @@ async function waitUntilReady(baseUrl: string, server: ChildProcess) {
 
 /** SIGTERM to the server's process group, SIGKILL if it is still there after 10 s. */
 async function stop(server: ChildProcess) {
-  if (server.exitCode !== null || server.pid === undefined) return;
+  const { pid } = server;
+  if (server.exitCode !== null || pid === undefined) return;
   const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
   const signal = (name: NodeJS.Signals) => {
     try {
-      process.kill(-server.pid!, name);
+      process.kill(-pid, name);
     } catch {
       // Already gone.
     }

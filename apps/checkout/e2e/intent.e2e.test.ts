@@ -178,6 +178,7 @@ describe('one payment per checkout, whatever the person does', () => {
       .getByRole('link')
       .getAttribute('href');
     expect(link).toBe(`/checkout?checkout=${key}`);
+    if (!link) throw new Error('the checkout page shows no link');
 
     // Another browser: its own session and cart (a jar of honey), and the link.
     const other = await shopper({ fill: false });
@@ -185,7 +186,7 @@ describe('one payment per checkout, whatever the person does', () => {
       .getByTestId('product-honey')
       .getByRole('button', { name: 'Add to cart' })
       .click();
-    await other.page.goto(link!);
+    await other.page.goto(link);
     await other.page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
 
     await Promise.all([

@@ -1,15 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import {
-  attemptOutcomes,
-  launchChromium,
-  newShopper,
-  payWith,
-  type Shopper,
-  WAIT_MS,
-  waitForCounts,
-} from './shopper';
+import { expect, inject, it } from 'vitest';
+import { attemptOutcomes, payWith, shoppersIn, WAIT_MS, waitForCounts } from './shopper';
 
 /**
  * Every kind of trouble at once, as in the README's picture of the demo. The screenshot
@@ -17,22 +9,10 @@ import {
  * docs/demo.png, so ordinary test runs never touch the docs.
  */
 const update = process.env.UPDATE_DEMO_SCREENSHOT === '1';
-const baseUrl = inject('baseUrl');
-let customer: Shopper | undefined;
-let close: (() => Promise<void>) | undefined;
-
-beforeAll(async () => {
-  const browser = await launchChromium();
-  close = () => browser.close();
-  customer = await newShopper(browser, baseUrl);
-});
-
-afterAll(async () => {
-  await close?.();
-});
+const shopper = shoppersIn(inject('baseUrl'));
 
 it('survives dropped replies, a crash after the charge and a redelivery at once', async () => {
-  const { page } = customer!;
+  const { page } = await shopper();
   // Seed 3 (usually): the server crashes after the charge, the retry meets 409, replies are
   // dropped, and a later retry gets the stored answer replayed.
   await payWith(page, '?drop=30&crash=1&redeliver=1&seed=3');

@@ -167,9 +167,10 @@ export const attemptLog = {
       const index = run.attempts.findLastIndex(
         (attempt) => attempt.call === call && attempt.outcome.kind !== 'pending',
       );
-      if (index < 0) return run;
+      const attempt = run.attempts[index];
+      if (!attempt) return run;
       const attempts = [...run.attempts];
-      attempts[index] = { ...attempts[index]!, retryInMs: Math.round(delayMs) };
+      attempts[index] = { ...attempt, retryInMs: Math.round(delayMs) };
       return { ...run, attempts };
     });
   },

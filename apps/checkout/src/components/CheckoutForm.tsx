@@ -188,8 +188,8 @@ export function CheckoutForm({
 }
 
 /** Of a double click's two failures, the one that says most: a decision beats "unknown". */
-function mostTelling(errors: PayError[]): PayError {
-  return errors.find((error) => !isOutcomeUnknown(error)) ?? errors[0]!;
+function mostTelling(errors: PayError[]): PayError | undefined {
+  return errors.find((error) => !isOutcomeUnknown(error)) ?? errors[0];
 }
 
 function PayErrorNotice({ error }: { error: PayError }) {

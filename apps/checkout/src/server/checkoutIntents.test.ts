@@ -81,9 +81,9 @@ for (const [name, open] of Object.entries(backends)) {
       expect(opened[0]).toMatchObject({ status: 'open', totalCents: 4850 });
 
       const changed = await openCheckout(db, cart([tea], 'cart-many'));
-      expect(changed.id).not.toBe(opened[0]!.id);
+      expect(changed.id).not.toBe(opened[0]?.id);
       const otherCart = await openCheckout(db, cart([tea, mug], 'cart-other'));
-      expect(otherCart.id).not.toBe(opened[0]!.id);
+      expect(otherCart.id).not.toBe(opened[0]?.id);
     });
 
     it('the details freeze once a payment starts, and a paid checkout stays the cart’s', async () => {
@@ -134,9 +134,8 @@ for (const [name, open] of Object.entries(backends)) {
       ]);
       const started = both.filter((result) => result.status === 'fulfilled');
       expect(started).toHaveLength(1);
-      const winner = (
-        started[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof startPayment>>>
-      ).value!;
+      const winner = started[0]?.value;
+      if (!winner) throw new Error('no checkout started its payment');
       const loser = winner.id === older.id ? current : older;
       const refusal = (both.find((result) => result.status === 'rejected') as PromiseRejectedResult)
         .reason;

@@ -295,7 +295,8 @@ async function placeOrder(db: AppDatabase, order: NewOrder): Promise<{ orderId: 
         .select({ id: orders.id })
         .from(orders)
         .where(eq(orders.idempotencyKey, order.idempotencyKey));
-      return { orderId: existing!.id };
+      if (!existing) throw new Error(`order ${order.idempotencyKey}: neither inserted nor found`);
+      return { orderId: existing.id };
     }
     await markCheckout(tx, order.checkoutKey, { status: 'paid', orderId: inserted.id });
     await orderEvents.enqueue(tx, {
