@@ -85,9 +85,8 @@ export class AttemptContext implements HandlerContext {
   async #step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {
     const { store, serializer } = this.#host;
     if (this.#settled) throw this.#settled.error;
-    if (Object.hasOwn(this.#steps, name)) {
-      return serializer.deserialize(this.#steps[name]!) as S;
-    }
+    const stored = Object.hasOwn(this.#steps, name) ? this.#steps[name] : undefined;
+    if (stored !== undefined) return serializer.deserialize(stored) as S;
     // A holder that was paused past its lease must not start new side effects: another
     // attempt may already own the key.
     this.#lease.assertHeld();

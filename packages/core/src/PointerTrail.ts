@@ -12,8 +12,7 @@ export class PointerTrail {
   /** The path of the first `depth` segments, e.g. `/a/0/b`; `''` for the root. */
   toString(depth = this.segments.length): string {
     let path = '';
-    for (let index = 0; index < depth; index++) {
-      const segment = this.segments[index]!;
+    for (const segment of this.segments.slice(0, depth)) {
       path += `/${
         typeof segment === 'string'
           ? escapeSegment(segment)

@@ -19,6 +19,7 @@ import { memoryStore } from './testing/memoryStore.js';
 const LEASE_MS = 1_000;
 const TTL_MS = 10_000;
 const KEYS = ['k-a', 'k-b', 'k-c'] as const;
+type Key = (typeof KEYS)[number];
 
 type Behaviour =
   | 'ok'
@@ -28,8 +29,8 @@ type Behaviour =
   | 'crash-after-effect'
   | 'slow';
 type Command =
-  | { type: 'execute'; key: number; variant: number; behaviour: Behaviour }
-  | { type: 'duplicates'; key: number; count: number }
+  | { type: 'execute'; key: Key; variant: number; behaviour: Behaviour }
+  | { type: 'duplicates'; key: Key; count: number }
   | { type: 'advance'; ms: number }
   | { type: 'resume' }
   | { type: 'restart' };
@@ -39,7 +40,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     weight: 6,
     arbitrary: fc.record({
       type: fc.constant('execute' as const),
-      key: fc.integer({ min: 0, max: KEYS.length - 1 }),
+      key: fc.constantFrom(...KEYS),
       variant: fc.integer({ min: 0, max: 3 }).map((value) => (value === 3 ? 1 : 0)),
       behaviour: fc.constantFrom<Behaviour>(
         'ok',
@@ -56,7 +57,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     weight: 2,
     arbitrary: fc.record({
       type: fc.constant('duplicates' as const),
-      key: fc.integer({ min: 0, max: KEYS.length - 1 }),
+      key: fc.constantFrom(...KEYS),
       count: fc.integer({ min: 2, max: 4 }),
     }),
   },
@@ -158,16 +159,14 @@ async function runScenario(commands: Command[]) {
   for (const command of commands) {
     if (command.type === 'execute') {
       const current = process;
-      void execute(current, KEYS[command.key]!, command.variant, command.behaviour).catch(
-        () => undefined,
-      );
+      void execute(current, command.key, command.variant, command.behaviour).catch(() => undefined);
       if (command.behaviour.startsWith('crash')) {
         await settle();
         process = newProcess();
       }
     } else if (command.type === 'duplicates') {
       for (let index = 0; index < command.count; index++) {
-        void execute(process, KEYS[command.key]!, 0, 'ok').catch(() => undefined);
+        void execute(process, command.key, 0, 'ok').catch(() => undefined);
       }
     } else if (command.type === 'advance') {
       clock.advance(command.ms);
@@ -211,14 +210,14 @@ function checkAgainstModel({
   }
 
   // Epochs from the engine's own events, in order: a fresh claim starts one.
-  const epochOfVersion = new Map<string, number>();
+  const epochOfVersion = new Map<string, number | undefined>();
   const completionsPerEpoch = new Map<string, number>();
   let epoch = 0;
   const currentEpoch = new Map<string, number>();
   for (const event of events) {
     if (event.type === 'claimed') currentEpoch.set(event.key, ++epoch);
     if (event.type === 'claimed' || event.type === 'takeover') {
-      epochOfVersion.set(`${event.key}@${event.version}`, currentEpoch.get(event.key)!);
+      epochOfVersion.set(`${event.key}@${event.version}`, currentEpoch.get(event.key));
     }
     if (event.type === 'completed') {
       const id = `${event.key}#${epochOfVersion.get(`${event.key}@${event.version}`)}`;

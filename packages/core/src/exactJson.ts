@@ -144,7 +144,7 @@ function stringEnd(text: string, start: number): number {
 /** The index just past the number literal that starts at `start`. */
 function numberEnd(text: string, start: number): number {
   let index = start + 1;
-  while (index < text.length && NUMBER_CHAR.test(text[index]!)) index++;
+  while (index < text.length && NUMBER_CHAR.test(text.charAt(index))) index++;
   return index;
 }
 

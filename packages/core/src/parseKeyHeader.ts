@@ -42,7 +42,7 @@ export function parseKeyHeader(value: string, fields: KeyHeaderFields = {}): str
   }
   let key = '';
   for (let index = 1; index < text.length; index++) {
-    const char = text[index]!;
+    const char = text.charAt(index);
     if (char === '\\') {
       const escaped = text[index + 1];
       if (escaped !== '"' && escaped !== '\\') {

@@ -251,5 +251,5 @@ function encodeProperties(object: object, trail: PointerTrail, ancestors: object
     defineOwn(result, key, encodeBelow(value, key, trail, ancestors));
   }
   // One key starting with "$" (code unit 36) would read back as a tag: escaped.
-  return keys.length === 1 && keys[0]!.charCodeAt(0) === 36 ? { $escaped: result } : result;
+  return keys.length === 1 && keys[0]?.charCodeAt(0) === 36 ? { $escaped: result } : result;
 }

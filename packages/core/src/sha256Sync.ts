@@ -11,6 +11,14 @@ const K = new Uint32Array([
   0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 ]);
 
+/** H(0), the initial hash value (FIPS 180-4, 5.3.3). */
+const INITIAL_HASH: Readonly<EightWords> = [
+  0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+];
+
+/** The eight 32-bit words of a hash state. */
+type EightWords = [number, number, number, number, number, number, number, number];
+
 const encoder = new TextEncoder();
 const rotr = (value: number, bits: number) => (value >>> bits) | (value << (32 - bits));
 
@@ -39,33 +47,23 @@ export function sha256HexPortable(text: string): string {
   view.setUint32(padded.length - 8, Math.floor(bitLength / 2 ** 32));
   view.setUint32(padded.length - 4, bitLength >>> 0);
 
-  const hash = new Uint32Array([
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-  ]);
+  let [h0, h1, h2, h3, h4, h5, h6, h7] = INITIAL_HASH;
   const words = new Uint32Array(64);
   for (let offset = 0; offset < padded.length; offset += 64) {
     for (let index = 0; index < 16; index++) words[index] = view.getUint32(offset + index * 4);
+    // A typed array read in range is never undefined: `?? 0` only tells the type so.
     for (let index = 16; index < 64; index++) {
-      const w15 = words[index - 15]!;
-      const w2 = words[index - 2]!;
+      const w15 = words[index - 15] ?? 0;
+      const w2 = words[index - 2] ?? 0;
       const s0 = rotr(w15, 7) ^ rotr(w15, 18) ^ (w15 >>> 3);
       const s1 = rotr(w2, 17) ^ rotr(w2, 19) ^ (w2 >>> 10);
-      words[index] = (words[index - 16]! + s0 + words[index - 7]! + s1) >>> 0;
+      words[index] = ((words[index - 16] ?? 0) + s0 + (words[index - 7] ?? 0) + s1) >>> 0;
     }
-    let [a, b, c, d, e, f, g, h] = hash as unknown as [
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
+    let [a, b, c, d, e, f, g, h] = [h0, h1, h2, h3, h4, h5, h6, h7];
     for (let index = 0; index < 64; index++) {
       const s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
       const choice = (e & f) ^ (~e & g);
-      const t1 = (h + s1 + choice + K[index]! + words[index]!) >>> 0;
+      const t1 = (h + s1 + choice + (K[index] ?? 0) + (words[index] ?? 0)) >>> 0;
       const s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
       const majority = (a & b) ^ (a & c) ^ (b & c);
       const t2 = (s0 + majority) >>> 0;
@@ -78,16 +76,16 @@ export function sha256HexPortable(text: string): string {
       b = a;
       a = (t1 + t2) >>> 0;
     }
-    hash[0] = (hash[0]! + a) >>> 0;
-    hash[1] = (hash[1]! + b) >>> 0;
-    hash[2] = (hash[2]! + c) >>> 0;
-    hash[3] = (hash[3]! + d) >>> 0;
-    hash[4] = (hash[4]! + e) >>> 0;
-    hash[5] = (hash[5]! + f) >>> 0;
-    hash[6] = (hash[6]! + g) >>> 0;
-    hash[7] = (hash[7]! + h) >>> 0;
+    h0 = (h0 + a) >>> 0;
+    h1 = (h1 + b) >>> 0;
+    h2 = (h2 + c) >>> 0;
+    h3 = (h3 + d) >>> 0;
+    h4 = (h4 + e) >>> 0;
+    h5 = (h5 + f) >>> 0;
+    h6 = (h6 + g) >>> 0;
+    h7 = (h7 + h) >>> 0;
   }
   let hex = '';
-  for (const word of hash) hex += word.toString(16).padStart(8, '0');
+  for (const word of [h0, h1, h2, h3, h4, h5, h6, h7]) hex += word.toString(16).padStart(8, '0');
   return hex;
 }
