@@ -12,6 +12,7 @@ import {
 } from '@idem/core';
 import { parseKeyHeader } from '@idem/core/store';
 import { batchKeys } from './batchKeys.js';
+import { inputParsersOf } from './inputParsersOf.js';
 
 /** Request headers: a Fetch `Headers`, or Node's `IncomingHttpHeaders` (lower-case names). */
 export type RequestHeadersLike =
@@ -62,7 +63,8 @@ export interface IdempotencyHttpContextOptions {
 /** The part of tRPC's `TRPCRequestInfo` that idem reads. */
 export interface RequestInfoLike {
   isBatchCall: boolean;
-  calls?: readonly { procedure?: { _def: { inputs: readonly unknown[] } } | null }[];
+  /** tRPC's procedure of each call of the request (`TRPCRequestInfo['calls'][i].procedure`). */
+  calls?: readonly { procedure?: object | null }[];
 }
 
 /** For a server-side call through `createCaller`: the key itself, no HTTP. */
@@ -145,7 +147,7 @@ export function idempotencyContext(
   return {
     idempotencyRequest: {
       keyOf,
-      inputParsersOf: (batchIndex) => calls?.[batchIndex]?.procedure?._def.inputs,
+      inputParsersOf: (batchIndex) => inputParsersOf(calls?.[batchIndex]?.procedure),
       markReplayed(batchIndex) {
         if (!responseHeaders) return;
         if (!batch) {
