@@ -1,9 +1,4 @@
-import {
-  ConfigurationError,
-  type Random,
-  type RetryBudget,
-  type RetryBudgetOptions,
-} from '@idem/core';
+import { ConfigurationError, type Random, RetryBudget, type RetryBudgetOptions } from '@idem/core';
 import type { Operation, TRPCClientError } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 
@@ -128,6 +123,69 @@ export const KEYED_RETRY_BUDGET: Readonly<RetryBudgetOptions> = Object.freeze({
   successRefund: 5,
 });
 
+/** The rules `decideRetry` decides by: the link's options, with their defaults. */
+export interface RetryPolicy<TRouter extends AnyRouter = AnyRouter> {
+  maxAttempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  maxRetryAfterMs: number;
+  random: Random;
+  retryOn: ((context: RetryOnContext<TRouter>) => boolean) | undefined;
+  /** What `decideRetry` reads of the budget (it takes nothing; the link does). */
+  budget: Pick<RetryBudget, 'available' | 'costOf'> | undefined;
+}
+
+/** Everything a keyed retry link runs by, made once when the link is made. */
+export interface RetrySettings<TRouter extends AnyRouter = AnyRouter> {
+  /** The factory the app called, named in errors and warnings. */
+  linkName: string;
+  deadlineMs: number;
+  /** `Infinity` for none. */
+  attemptTimeoutMs: number;
+  budget: RetryBudget | undefined;
+  onRetry: ((event: RetryEvent<TRouter>) => void) | undefined;
+  policy: RetryPolicy<TRouter>;
+}
+
+/**
+ * The options with their defaults: a `ConfigurationError` naming `linkName` for one out
+ * of range, and a budget of its own (`KEYED_RETRY_BUDGET`) unless one is given.
+ */
+export function retrySettings<TRouter extends AnyRouter>(
+  linkName: string,
+  options: KeyedRetryLinkOptions<TRouter>,
+): RetrySettings<TRouter> {
+  const maxAttempts = options.maxAttempts ?? 5;
+  const baseDelayMs = options.baseDelayMs ?? 200;
+  const maxDelayMs = options.maxDelayMs ?? 10_000;
+  const deadlineMs = options.deadlineMs ?? 30_000;
+  const attemptTimeoutMs =
+    options.attemptTimeoutMs === false
+      ? Number.POSITIVE_INFINITY
+      : (options.attemptTimeoutMs ?? 10_000);
+  const maxRetryAfterMs = options.maxRetryAfterMs ?? 30_000;
+  validateOptions(linkName, {
+    maxAttempts,
+    baseDelayMs,
+    maxDelayMs,
+    deadlineMs,
+    attemptTimeoutMs,
+    maxRetryAfterMs,
+  });
+  const budget =
+    options.budget === false ? undefined : (options.budget ?? new RetryBudget(KEYED_RETRY_BUDGET));
+  const random = options.random ?? Math.random;
+  const { retryOn, onRetry } = options;
+  return {
+    linkName,
+    deadlineMs,
+    attemptTimeoutMs,
+    budget,
+    onRetry,
+    policy: { maxAttempts, baseDelayMs, maxDelayMs, maxRetryAfterMs, random, retryOn, budget },
+  };
+}
+
 /** setTimeout fires at once for delays above 2^31 − 1 ms, so no option may exceed it. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -135,7 +193,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * Throws a `ConfigurationError` naming `linkName` for an option out of range, when the link
  * is made rather than on its first retry.
  */
-export function validateOptions(
+function validateOptions(
   linkName: string,
   values: {
     maxAttempts: number;

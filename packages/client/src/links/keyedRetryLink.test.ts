@@ -8,7 +8,7 @@ import { idempotencyLink } from './idempotencyLink.js';
 import { keyedRetryLink } from './keyedRetryLink.js';
 
 // What is retried, and the options. The delays, the budget and cancellation have files
-// of their own (keyedRetryLink.*.test.ts).
+// of their own (keyedRetryLink.*.test.ts); decideRetry.test.ts tests each decision alone.
 
 beforeEach(() => {
   vi.useFakeTimers();
