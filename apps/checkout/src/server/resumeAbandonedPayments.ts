@@ -3,6 +3,8 @@ import { idempotencyKeys } from '@idem/server/postgres';
 import { and, eq, sql } from 'drizzle-orm';
 import { crashSwitch } from './crashAfterCharge';
 import { checkouts } from './db/schema';
+import { appRouter } from './routers/appRouter';
+import { PAY_SCOPE } from './routers/checkout';
 import type { Runtime } from './runtime';
 
 /**
@@ -25,8 +27,6 @@ export function resumeAbandonedPayments(runtime: Runtime): { stop(): void } {
     if (running) return;
     running = true;
     try {
-      const { appRouter } = await import('./routers/appRouter');
-      const { PAY_SCOPE } = await import('./routers/checkout');
       const abandoned = await runtime.db
         .select({ id: checkouts.id, sessionId: checkouts.sessionId })
         .from(checkouts)

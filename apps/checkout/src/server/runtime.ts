@@ -6,7 +6,6 @@ import { openDatabase } from './db/openDatabase';
 import { type EventPipeline, startEventPipeline } from './events/startEventPipeline';
 import { type FakePaymentProvider, fakePaymentProvider } from './payments/fakePaymentProvider';
 import { PAYMENT_WEBHOOK_PATH } from './payments/paymentEvents';
-import { resumeAbandonedPayments } from './resumeAbandonedPayments';
 
 /** Everything the server holds for its lifetime: one per process. */
 export interface Runtime {
@@ -15,6 +14,8 @@ export interface Runtime {
   provider: FakePaymentProvider;
   events: EventPipeline;
   describe(): string;
+  /** Stops `service` first when the runtime stops (before the database closes). */
+  stopsWith(service: { stop(): void }): void;
   stop(): Promise<void>;
 }
 
@@ -44,6 +45,7 @@ async function start(): Promise<Runtime> {
     const declineRate = Number(process.env.DEMO_RANDOM_DECLINE_RATE);
     const randomDeclineRate = declineRate >= 0 && declineRate <= 1 ? declineRate : 0.1;
     let stopping: Promise<void> | undefined;
+    const services: { stop(): void }[] = [];
     const runtime: Runtime = {
       db,
       store: drizzleStore(db),
@@ -54,16 +56,18 @@ async function start(): Promise<Runtime> {
       }),
       events,
       describe: () => `database: ${database.description}\n  events:   ${events.description}`,
+      stopsWith: (service) => {
+        services.push(service);
+      },
       stop() {
         stopping ??= (async () => {
-          resumer.stop();
+          for (const service of services) service.stop();
           await Promise.all([events.stop(), sweeper.stop()]).catch(() => undefined);
           await database.close();
         })();
         return stopping;
       },
     };
-    const resumer = resumeAbandonedPayments(runtime);
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       process.once(signal, () => {
         runtime.stop().finally(() => process.exit(0));

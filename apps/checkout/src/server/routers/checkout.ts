@@ -1,4 +1,3 @@
-import type { IdempotencyStore } from '@idem/core/store';
 import { idempotent } from '@idem/server';
 import { TRPCError } from '@trpc/server';
 import { eq, inArray } from 'drizzle-orm';
@@ -19,7 +18,7 @@ import type { AppDatabase } from '../db/openDatabase';
 import { type OrderLine, orders, products } from '../db/schema';
 import { orderEvents, REDELIVER_HEADER } from '../events/orderEvents';
 import { isCardDeclinedError } from '../payments/fakePaymentProvider';
-import { runtimeStore } from '../runtimeStore';
+import { getRuntime } from '../runtime';
 import { publicProcedure, router } from '../trpc';
 
 /**
@@ -27,9 +26,6 @@ import { publicProcedure, router } from '../trpc';
  * (every leaseMs / 3) keeps a live attempt's lease however long the provider takes.
  */
 export const CHECKOUT_LEASE_MS = 2_000;
-
-/** The idempotency store, as a "crash after charge" attempt sees it. */
-const store: IdempotencyStore = crashableStore(runtimeStore);
 
 /** The scope every payment of a checkout is stored under (see `pay`). */
 export const PAY_SCOPE = 'shop';
@@ -118,10 +114,12 @@ export const checkoutRouter = router({
     .input(z.object({ checkoutId }))
     .use(
       idempotent({
-        store,
+        // The runtime's store once it has started (this module loads before the database
+        // is open), as a "crash after charge" attempt sees it.
+        store: async () => crashableStore((await getRuntime()).store),
         mode: 'lease',
         leaseMs: CHECKOUT_LEASE_MS,
-        // The browser retries one checkout for up to 30 s (keyedRetryLink's deadlineMs):
+        // The browser retries one checkout for up to 30 s (its retry link's deadlineMs):
         // start-up refuses a key TTL shorter than that.
         retryWindowMs: 30_000,
         // The key is the checkout: every tab, browser and retry that pays it sends the same

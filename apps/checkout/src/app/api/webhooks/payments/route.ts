@@ -12,7 +12,6 @@ import {
   webhookSecret,
 } from '@/server/payments/webhookSignature';
 import { getRuntime } from '@/server/runtime';
-import { runtimeStore } from '@/server/runtimeStore';
 
 export const dynamic = 'force-dynamic';
 
@@ -24,7 +23,8 @@ export const dynamic = 'force-dynamic';
  */
 const receive = idempotentHandler(
   {
-    store: runtimeStore,
+    // The runtime's store once it has started (this module loads before the database is open).
+    store: async () => (await getRuntime()).store,
     // The one sender, whose signature `POST` has checked: a real shop names the provider
     // account here.
     scope: () => 'provider:fakepay',
