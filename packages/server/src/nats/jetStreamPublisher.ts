@@ -54,16 +54,40 @@ export interface JetStreamPublisher extends Publisher {
  * });
  */
 export function jetStreamPublisher(options: JetStreamPublisherOptions): JetStreamPublisher {
-  const { connection } = options;
   const timeoutMs = options.timeoutMs ?? 5_000;
   const subjectOf = options.subject ?? ((message: OutboxMessage) => message.topic);
+  const connection = connectionOf(options);
+  return {
+    async publish(message) {
+      const { js } = await connection.client();
+      await js.publish(subjectOf(message), JSON.stringify(message.payload), {
+        msgID: message.id,
+        headers: headersOf(message),
+        timeout: timeoutMs,
+      });
+    },
+    // A relay's batch: every message in flight at once, one reply subscription and one
+    // timer for all their acknowledgements (see jetStreamAcks).
+    async publishBatch(messages) {
+      const { acks } = await connection.client();
+      return publishAll(acks, messages, subjectOf, timeoutMs);
+    },
+    isTransientError: isTransientNatsError,
+    close: () => connection.close(),
+  };
+}
+
+/**
+ * The publisher's connection: the given one, or one it opens on first use and again after a
+ * failed connect or once the connection closed for good.
+ */
+function connectionOf({ connection, jetStreamOptions }: JetStreamPublisherOptions) {
   let opened: Promise<Client> | undefined;
   const clientOf = (nc: NatsConnection): Client => ({
     nc,
-    js: jetstream(nc, options.jetStreamOptions),
+    js: jetstream(nc, jetStreamOptions),
     acks: jetStreamAcks(nc),
   });
-
   const client = (): Promise<Client> => {
     if (typeof connection !== 'function') {
       opened ??= Promise.resolve(clientOf(connection));
@@ -80,48 +104,8 @@ export function jetStreamPublisher(options: JetStreamPublisherOptions): JetStrea
       return client();
     });
   };
-
   return {
-    async publish(message) {
-      const { js } = await client();
-      await js.publish(subjectOf(message), JSON.stringify(message.payload), {
-        msgID: message.id,
-        headers: headersOf(message),
-        timeout: timeoutMs,
-      });
-    },
-
-    // A relay's batch: every message in flight at once, one reply subscription and one
-    // timer for all their acknowledgements (see jetStreamAcks).
-    async publishBatch(messages) {
-      const { acks } = await client();
-      const results: PublishResult[] = [];
-      const sendable: JetStreamMessage[] = [];
-      const sentAt: number[] = [];
-      messages.forEach((message, index) => {
-        try {
-          const headers = headersOf(message);
-          headers.set(NATS_HEADERS.messageId, message.id);
-          sendable.push({
-            subject: subjectOf(message),
-            payload: JSON.stringify(message.payload),
-            headers,
-          });
-          sentAt.push(index);
-        } catch (error) {
-          // `subject` threw for this message: it fails alone.
-          results[index] = { ok: false, error };
-        }
-      });
-      const acknowledged = await acks.publishAll(sendable, timeoutMs);
-      acknowledged.forEach((result, position) => {
-        results[sentAt[position] as number] = result;
-      });
-      return results;
-    },
-
-    isTransientError: isTransientNatsError,
-
+    client,
     async close() {
       const current = await opened?.catch(() => undefined);
       opened = undefined;
@@ -133,6 +117,40 @@ export function jetStreamPublisher(options: JetStreamPublisherOptions): JetStrea
       if (!current.nc.isClosed()) await current.nc.close();
     },
   };
+}
+
+/** Publishes a batch with its acknowledgements collected at once; a result per message. */
+async function publishAll(
+  acks: JetStreamAcks,
+  messages: readonly OutboxMessage[],
+  subjectOf: (message: OutboxMessage) => string,
+  timeoutMs: number,
+): Promise<PublishResult[]> {
+  const results: PublishResult[] = [];
+  const sendable: { index: number; message: JetStreamMessage }[] = [];
+  messages.forEach((message, index) => {
+    try {
+      const headers = headersOf(message);
+      headers.set(NATS_HEADERS.messageId, message.id);
+      const subject = subjectOf(message);
+      sendable.push({
+        index,
+        message: { subject, payload: JSON.stringify(message.payload), headers },
+      });
+    } catch (error) {
+      // `subject` threw for this message: it fails alone.
+      results[index] = { ok: false, error };
+    }
+  });
+  const acknowledged = await acks.publishAll(
+    sendable.map(({ message }) => message),
+    timeoutMs,
+  );
+  sendable.forEach(({ index }, position) => {
+    const result = acknowledged[position];
+    if (result) results[index] = result;
+  });
+  return results;
 }
 
 /** The event's own headers, and the ones `consumeJetStream` reads the event back from. */
