@@ -1,4 +1,4 @@
-import { type Attributes, SpanKind } from '@opentelemetry/api';
+import { type Attributes, type Meter, SpanKind, type Tracer } from '@opentelemetry/api';
 import type { EnqueueEvent } from '../outbox/defineEvents.js';
 import type { ConsumerEvent } from '../outbox/inbox/idempotentConsumer.js';
 import type { RelayEvent } from '../outbox/relay/RelayEvent.js';
@@ -38,7 +38,21 @@ export interface OutboxTelemetry {
  * (spans carry it as `messaging.message.id`).
  */
 export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry {
-  const instruments = lazyInstruments(options, (meter, tracer) => ({
+  const instruments = lazyInstruments(options, outboxInstruments);
+  const onEvent = (event: OutboxTelemetryEvent) => {
+    try {
+      record(instruments(), event);
+    } catch {
+      // Telemetry must never stop a relay or fail a consumer.
+    }
+  };
+  return { onEvent };
+}
+
+type OutboxInstruments = ReturnType<typeof outboxInstruments>;
+
+function outboxInstruments(meter: Meter, tracer: Tracer) {
+  return {
     tracer,
     enqueued: meter.createCounter('idem.outbox.enqueued', {
       unit: '{event}',
@@ -72,69 +86,62 @@ export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry
         "Time from the producing transaction to the commit of a consumer's handling of the event.",
       advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     }),
-  }));
-
-  const onEvent = (event: OutboxTelemetryEvent) => {
-    try {
-      record(event);
-    } catch {
-      // Telemetry must never stop a relay or fail a consumer.
-    }
   };
+}
 
-  function record(event: OutboxTelemetryEvent) {
-    const metrics = instruments();
-    switch (event.type) {
-      case 'enqueued':
-        metrics.enqueued.add(1, topic(event.topic));
-        return;
-      case 'published': {
-        const attributes = topic(event.topic);
-        metrics.published.add(1, attributes);
-        metrics.publishLag.record(seconds(event.lagMs), attributes);
-        return;
-      }
-      case 'publish_failed':
-        metrics.retries.add(1, { ...topic(event.topic), 'error.type': errorTypeOf(event.error) });
-        return;
-      case 'dead_lettered':
-        metrics.deadLettered.add(1, {
-          ...topic(event.topic),
-          'error.type': errorTypeOf(event.error),
-        });
-        return;
-      case 'processed':
-      case 'duplicate':
-      case 'failed': {
-        const attributes: Attributes = { 'messaging.consumer.group.name': event.consumer };
-        if (event.topic !== undefined) attributes['messaging.destination.name'] = event.topic;
-        const handled: Attributes = { ...attributes, 'idem.outcome': event.type };
-        if (event.error !== undefined) handled['error.type'] = errorTypeOf(event.error);
-        metrics.handled.add(1, handled);
-        if (event.type === 'processed' && event.lagMs !== undefined) {
-          metrics.consumeLag.record(seconds(event.lagMs), attributes);
-        }
-        endedSpan(metrics.tracer, {
-          name: event.topic === undefined ? 'process' : `process ${event.topic}`,
-          kind: SpanKind.CONSUMER,
-          durationMs: event.durationMs,
-          attributes: {
-            ...handled,
-            'messaging.operation.type': 'process',
-            'messaging.operation.name': 'process',
-            'messaging.message.id': event.eventId,
-            ...(event.batchSize !== undefined && {
-              'messaging.batch.message_count': event.batchSize,
-            }),
-          },
-          ...(event.type === 'failed' && { error: event.error }),
-        });
-        return;
-      }
+function record(metrics: OutboxInstruments, event: OutboxTelemetryEvent): void {
+  switch (event.type) {
+    case 'enqueued':
+      metrics.enqueued.add(1, topic(event.topic));
+      return;
+    case 'published': {
+      const attributes = topic(event.topic);
+      metrics.published.add(1, attributes);
+      metrics.publishLag.record(seconds(event.lagMs), attributes);
+      return;
     }
+    case 'publish_failed':
+      metrics.retries.add(1, { ...topic(event.topic), 'error.type': errorTypeOf(event.error) });
+      return;
+    case 'dead_lettered':
+      metrics.deadLettered.add(1, {
+        ...topic(event.topic),
+        'error.type': errorTypeOf(event.error),
+      });
+      return;
+    case 'processed':
+    case 'duplicate':
+    case 'failed':
+      recordHandled(metrics, event);
+      return;
   }
+}
 
-  return { onEvent };
+/** A consumer's handling: counted by outcome, its lag once committed, and a span. */
+function recordHandled(metrics: OutboxInstruments, event: ConsumerEvent): void {
+  const attributes: Attributes = { 'messaging.consumer.group.name': event.consumer };
+  if (event.topic !== undefined) attributes['messaging.destination.name'] = event.topic;
+  const handled: Attributes = { ...attributes, 'idem.outcome': event.type };
+  if (event.error !== undefined) handled['error.type'] = errorTypeOf(event.error);
+  metrics.handled.add(1, handled);
+  if (event.type === 'processed' && event.lagMs !== undefined) {
+    metrics.consumeLag.record(seconds(event.lagMs), attributes);
+  }
+  endedSpan(metrics.tracer, {
+    name: event.topic === undefined ? 'process' : `process ${event.topic}`,
+    kind: SpanKind.CONSUMER,
+    durationMs: event.durationMs,
+    attributes: {
+      ...handled,
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.message.id': event.eventId,
+      ...(event.batchSize !== undefined && {
+        'messaging.batch.message_count': event.batchSize,
+      }),
+    },
+    ...(event.type === 'failed' && { error: event.error }),
+  });
 }
 
 const topic = (name: string): Attributes => ({ 'messaging.destination.name': name });
