@@ -376,10 +376,11 @@ for (const backend of backends) {
           await relay.stop();
         }
         const order = new Map<string, number[]>();
-        for (const message of publisher.published) {
-          const seen = order.get(message.aggregateKey!) ?? [];
-          seen.push((message.payload as { n: number }).n);
-          order.set(message.aggregateKey!, seen);
+        for (const { aggregateKey, payload } of publisher.published) {
+          if (aggregateKey === null) throw new Error('every event here has an aggregate key');
+          const seen = order.get(aggregateKey) ?? [];
+          seen.push((payload as { n: number }).n);
+          order.set(aggregateKey, seen);
         }
         expect(order.size).toBe(15);
         for (const seen of order.values()) expect(seen).toEqual([0, 1, 2]);
