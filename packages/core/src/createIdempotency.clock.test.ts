@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { deferred, settle } from '../test/engineFixtures.js';
 import type { Clock } from './Clock.js';
 import { createIdempotency } from './createIdempotency.js';
 import { isLeaseLostError } from './errors/LeaseLostError.js';
@@ -6,10 +7,6 @@ import type { HandlerContext } from './Idempotency.js';
 import type { IdempotencyStore } from './store/IdempotencyStore.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
-
-const settle = async () => {
-  for (let index = 0; index < 10; index++) await new Promise((resolve) => setImmediate(resolve));
-};
 
 const HOUR_MS = 3_600_000;
 
@@ -41,12 +38,12 @@ describe('the holder’s clock', () => {
     const request = { scope: 'user:1/checkout', key: 'k-1', fingerprint: 'fp' };
 
     const sideEffects: string[] = [];
-    let context!: HandlerContext;
-    let resume!: () => void;
+    const paused = deferred<void>();
+    const handed: { context?: HandlerContext } = {};
     const held = holder.execute(request, async (ctx) => {
-      context = ctx;
+      handed.context = ctx;
       await ctx.step('a', () => sideEffects.push('a'));
-      await new Promise<void>((resolve) => (resume = resolve));
+      await paused.promise;
       await ctx.step('b', () => sideEffects.push('b'));
       return 'holder';
     });
@@ -56,6 +53,8 @@ describe('the holder’s clock', () => {
     );
     await settle();
     expect(sideEffects).toEqual(['a']);
+    const { context } = handed;
+    if (context === undefined) throw new Error('the holder never reached its handler');
 
     time.advance(300);
     wallStepMs = -HOUR_MS; // an NTP correction during the outage
@@ -68,7 +67,7 @@ describe('the holder’s clock', () => {
     expect(context.signal.aborted).toBe(true);
     expect(isLeaseLostError(context.signal.reason)).toBe(true);
 
-    resume();
+    paused.resolve();
     expect(isLeaseLostError(await outcome)).toBe(true);
     expect(sideEffects).toEqual(['a']);
   });

@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { freezable, settle } from '../test/engineFixtures.js';
 import { createIdempotency, wasReplayed } from './createIdempotency.js';
 import { isIdempotencyError } from './errors/IdempotencyError.js';
 import { isRequestInProgressError } from './errors/RequestInProgressError.js';
 import type { IdempotencyEvent } from './IdempotencyOptions.js';
-import type { IdempotencyStore } from './store/IdempotencyStore.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 
@@ -72,10 +72,6 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ type: 'restart' as const }) },
 );
 
-const settle = async () => {
-  for (let index = 0; index < 6; index++) await new Promise((resolve) => setImmediate(resolve));
-};
-
 type Resolution =
   | { key: string; replayed: boolean; ok: true; value: unknown }
   | {
@@ -96,15 +92,7 @@ async function runScenario(commands: Command[]) {
   let declineCounter = 0;
 
   const newProcess = () => {
-    let frozen = false;
-    const alive = () => !frozen;
-    const hang = new Promise<never>(() => {});
-    const store = new Proxy(shared, {
-      get(target, property: keyof IdempotencyStore) {
-        const method = target[property] as (...args: unknown[]) => Promise<unknown>;
-        return (...args: unknown[]) => (frozen ? hang : method.apply(target, args));
-      },
-    });
+    const { store, freeze, frozen } = freezable(shared);
     const engine = createIdempotency({
       store,
       clock,
@@ -112,7 +100,7 @@ async function runScenario(commands: Command[]) {
       ttlMs: TTL_MS,
       onEvent: (event) => events.push(event),
     });
-    return { engine, alive, crash: () => (frozen = true) };
+    return { engine, alive: () => !frozen(), crash: freeze };
   };
   let process = newProcess();
 
@@ -161,7 +149,7 @@ async function runScenario(commands: Command[]) {
       const current = process;
       void execute(current, command.key, command.variant, command.behaviour).catch(() => undefined);
       if (command.behaviour.startsWith('crash')) {
-        await settle();
+        await settle(6);
         process = newProcess();
       }
     } else if (command.type === 'duplicates') {
@@ -176,14 +164,14 @@ async function runScenario(commands: Command[]) {
       process.crash();
       process = newProcess();
     }
-    await settle();
+    await settle(6);
   }
 
   // Let every live attempt finish, then ask each key once more from a healthy process.
   for (const open of gates.splice(0)) open();
-  await settle();
+  await settle(6);
   clock.advance(LEASE_MS * 2);
-  await settle();
+  await settle(6);
   const final = newProcess();
   const finals = await Promise.allSettled(
     KEYS.map((key) =>

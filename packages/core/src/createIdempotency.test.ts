@@ -1,64 +1,19 @@
 import { describe, expect, it } from 'vitest';
+import { rejection, request, setup } from '../test/engineFixtures.js';
 import { createIdempotency, wasReplayed } from './createIdempotency.js';
 import { isConfigurationError } from './errors/ConfigurationError.js';
 import { isInvalidKeyError } from './errors/InvalidKeyError.js';
 import { isKeyMismatchError } from './errors/KeyMismatchError.js';
-import { isLeaseLostError } from './errors/LeaseLostError.js';
-import { isRequestInProgressError } from './errors/RequestInProgressError.js';
-import type { IdempotencyEvent } from './IdempotencyOptions.js';
-import type { IdempotencyStore } from './store/IdempotencyStore.js';
-import { leaseTokenOf } from './store/record.js';
 import { manualClock } from './testing/manualClock.js';
 import { memoryStore } from './testing/memoryStore.js';
 
-const LEASE_MS = 3_000;
-
-/** A store whose calls can be made to hang, as if the process holding them froze or died. */
-function freezable(store: IdempotencyStore) {
-  let frozen = false;
-  const hang = new Promise<never>(() => {});
-  const proxy = new Proxy(store, {
-    get(target, property: keyof IdempotencyStore) {
-      const method = target[property] as (...args: unknown[]) => Promise<unknown>;
-      return (...args: unknown[]) => (frozen ? hang : method.apply(target, args));
-    },
-  });
-  return { store: proxy, freeze: () => (frozen = true) };
-}
-
-/** Lets pending callbacks (Web Crypto digests included) run without moving the clock. */
-const settle = async () => {
-  for (let index = 0; index < 10; index++) await new Promise((resolve) => setImmediate(resolve));
-};
-
-function setup(options: { events?: IdempotencyEvent[] } = {}) {
-  const clock = manualClock();
-  const store = memoryStore({ clock });
-  const events = options.events ?? [];
-  const engine = createIdempotency({
-    store,
-    clock,
-    leaseMs: LEASE_MS,
-    ttlMs: 60_000,
-    onEvent: (event) => events.push(event),
-  });
-  return { clock, store, engine, events };
-}
+/**
+ * The engine's answers for one key: a run and its replay, the same request in any key
+ * order, refusals, stored and released errors, derived keys, the handler's context, and
+ * settings. A held key's duplicates and lost leases: createIdempotency.lease.test.ts.
+ */
 
 const input = { sku: 'tea', quantity: 2 };
-/**
- * A precomputed fingerprint keeps Web Crypto (which answers on another thread) out of the
- * concurrency tests, so `settle()` reliably lets every started request reach its handler.
- */
-const request = { scope: 'user:1/orders.create', key: 'k-1', fingerprint: 'fp-tea-2' };
-
-const rejection = async (promise: Promise<unknown>) =>
-  promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (error: unknown) => error,
-  );
 
 describe('createIdempotency', () => {
   it('runs a new key once and replays the stored value after', async () => {
@@ -109,181 +64,6 @@ describe('createIdempotency', () => {
     expect(
       isConfigurationError(await rejection(engine.execute({ ...request, scope: '' }, () => 1))),
     ).toBe(true);
-  });
-
-  it('answers a duplicate of a running request with in-progress and the time left', async () => {
-    const { engine, clock } = setup();
-    let finish!: (value: string) => void;
-    const first = engine.execute(
-      request,
-      () => new Promise<string>((resolve) => (finish = resolve)),
-    );
-    await settle();
-    clock.advance(1_000);
-    const error = await rejection(engine.execute(request, () => 'duplicate'));
-    expect(isRequestInProgressError(error)).toBe(true);
-    // The lease (renewed to 4 000 ms by the heartbeat at 1 000 ms) has 3 000 ms left, but a
-    // duplicate is told to come back after at most inProgressRetryAfterMs (1 000 ms).
-    expect((error as { retryAfterMs: number }).retryAfterMs).toBe(1_000);
-    finish('first');
-    expect((await first).value).toBe('first');
-  });
-
-  it('tells a duplicate the time left on the lease when that is shorter than the cap', async () => {
-    const clock = manualClock();
-    const engine = createIdempotency({
-      store: memoryStore({ clock }),
-      clock,
-      leaseMs: LEASE_MS,
-      ttlMs: 60_000,
-      inProgressRetryAfterMs: 10_000,
-    });
-    let finish!: (value: string) => void;
-    const first = engine.execute(
-      request,
-      () => new Promise<string>((resolve) => (finish = resolve)),
-    );
-    await settle();
-    clock.advance(500);
-    const error = await rejection(engine.execute(request, () => 'duplicate'));
-    expect((error as { retryAfterMs: number }).retryAfterMs).toBe(LEASE_MS - 500);
-    finish('first');
-    await first;
-  });
-
-  it('lets a duplicate wait for the first request and replay it when configured', async () => {
-    const clock = manualClock();
-    const engine = createIdempotency({
-      store: memoryStore({ clock }),
-      clock,
-      leaseMs: LEASE_MS,
-      ttlMs: 60_000,
-      inProgress: { waitMs: 5_000, pollMs: 100 },
-    });
-    let finish!: (value: string) => void;
-    const first = engine.execute(
-      request,
-      () => new Promise<string>((resolve) => (finish = resolve)),
-    );
-    await settle();
-    const duplicate = engine.execute(request, () => 'duplicate ran');
-    await settle();
-    clock.advance(250);
-    finish('first');
-    await first;
-    clock.advance(100);
-    await settle();
-    expect(await duplicate).toMatchObject({ value: 'first', replayed: true });
-  });
-
-  it('takes over after a crash and resumes after the last finished step', async () => {
-    const clock = manualClock();
-    const shared = memoryStore({ clock });
-    const crashed = freezable(shared);
-    const options = { clock, leaseMs: LEASE_MS, ttlMs: 60_000 };
-    const before = createIdempotency({ ...options, store: crashed.store });
-    const after = createIdempotency({ ...options, store: shared });
-    const charges: string[] = [];
-    const derived: string[] = [];
-
-    const checkout = async (ctx: Parameters<Parameters<typeof before.execute>[1]>[0]) => {
-      derived.push(ctx.deriveKey('charge'));
-      const charge = await ctx.step('charge', async () => {
-        charges.push(`charge for ${ctx.key}`);
-        return { chargeId: `ch_${charges.length}` };
-      });
-      if (!ctx.takeover) {
-        crashed.freeze();
-        return new Promise<never>(() => {});
-      }
-      return { ...charge, attempt: ctx.attempt };
-    };
-
-    void before.execute(request, checkout);
-    await settle();
-    const blocked = await rejection(after.execute(request, checkout));
-    expect(isRequestInProgressError(blocked)).toBe(true);
-
-    clock.advance(LEASE_MS);
-    const result = await after.execute(request, checkout);
-    expect(result).toMatchObject({
-      replayed: false,
-      version: 2,
-      value: { chargeId: 'ch_1', attempt: 2 },
-    });
-    expect(charges).toEqual(['charge for k-1']);
-    expect(derived[0]).toBe(derived[1]);
-  });
-
-  it('aborts a holder that cannot renew its lease and fences its late completion', async () => {
-    const clock = manualClock();
-    const shared = memoryStore({ clock });
-    const partitioned = freezable(shared);
-    const events: IdempotencyEvent[] = [];
-    const options = {
-      clock,
-      leaseMs: LEASE_MS,
-      ttlMs: 60_000,
-      onEvent: (event: IdempotencyEvent) => events.push(event),
-    };
-    const zombie = createIdempotency({ ...options, store: partitioned.store });
-    const healthy = createIdempotency({ ...options, store: shared });
-
-    let resume!: () => void;
-    let signal!: AbortSignal;
-    const zombieRun = zombie.execute(request, async (ctx) => {
-      signal = ctx.signal;
-      await new Promise<void>((resolve) => (resume = resolve));
-      return 'zombie result';
-    });
-    await settle();
-    // Heartbeats hang: the store is unreachable from the zombie.
-    partitioned.freeze();
-    clock.advance(LEASE_MS);
-    expect(signal.aborted).toBe(true);
-    expect(isLeaseLostError(signal.reason)).toBe(true);
-
-    const taken = await healthy.execute(request, () => 'healthy result');
-    expect(taken).toMatchObject({ value: 'healthy result', version: 2 });
-
-    resume();
-    await settle();
-    const replay = await healthy.execute(request, () => 'never');
-    expect(replay).toMatchObject({ value: 'healthy result', replayed: true });
-    expect(events.filter((event) => event.type === 'completed')).toHaveLength(1);
-    void zombieRun;
-  });
-
-  it('fails a taken-over holder with LeaseLostError and keeps the new holder’s outcome', async () => {
-    const clock = manualClock();
-    const store = memoryStore({ clock });
-    const events: IdempotencyEvent[] = [];
-    // No heartbeat between claim and completion: the handler blocks the "event loop" in
-    // the sense that its lease runs out while nothing renews it.
-    const engine = createIdempotency({
-      store,
-      clock,
-      leaseMs: LEASE_MS,
-      heartbeatMs: LEASE_MS - 1,
-      ttlMs: 60_000,
-      onEvent: (event) => events.push(event),
-    });
-    let resume!: () => void;
-    const slow = engine.execute(request, async () => {
-      await new Promise<void>((resolve) => (resume = resolve));
-      return 'slow';
-    });
-    await settle();
-    // Another server, whose clock the store trusts, takes over after the lease.
-    const holder = await store.get(request.scope, request.key);
-    await store.release(leaseTokenOf(holder!));
-    const fast = await engine.execute(request, () => 'fast');
-    expect(fast).toMatchObject({ value: 'fast', version: 2 });
-    resume();
-    const error = await rejection(slow);
-    expect(isLeaseLostError(error)).toBe(true);
-    expect(events.some((event) => event.type === 'lease_lost' && event.version === 1)).toBe(true);
-    expect((await engine.execute(request, () => 'again')).value).toBe('fast');
   });
 
   it('stores deterministic errors and replays them exactly', async () => {

@@ -1,11 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { createIdempotency, wasReplayed } from './createIdempotency.js';
+import { rejection, setup } from '../test/engineFixtures.js';
+import { wasReplayed } from './createIdempotency.js';
 import { defaultErrorPolicy, ReplayedError } from './errorPolicy.js';
 import { isUnserializableValueError } from './errors/UnserializableValueError.js';
-import type { IdempotencyEvent } from './IdempotencyOptions.js';
 import { taggedJsonSerializer } from './serializer.js';
-import { manualClock } from './testing/manualClock.js';
-import { memoryStore } from './testing/memoryStore.js';
 
 /**
  * An outcome that cannot be stored, after the procedure ran: it must become the key's
@@ -13,30 +11,7 @@ import { memoryStore } from './testing/memoryStore.js';
  * and never a key left locked until its lease runs out.
  */
 
-function setup(options: Partial<Parameters<typeof createIdempotency>[0]> = {}) {
-  const clock = manualClock();
-  const store = memoryStore({ clock });
-  const events: IdempotencyEvent[] = [];
-  const engine = createIdempotency({
-    store,
-    clock,
-    leaseMs: 3_000,
-    ttlMs: 60_000,
-    onEvent: (event) => events.push(event),
-    ...options,
-  });
-  return { clock, store, engine, events };
-}
-
 const request = { scope: 'user:1/checkout', key: 'k-1', fingerprint: 'fp-1' };
-
-const rejection = async (promise: Promise<unknown>) =>
-  promise.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (error: unknown) => error,
-  );
 
 const cyclic = () => {
   const value: Record<string, unknown> = { cents: 500 };
