@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../test/thrown.js';
 import { canonicalJson } from './canonicalJson.js';
 import { isUnserializableValueError } from './errors/UnserializableValueError.js';
 import { type Random, seededRandom } from './retry/Random.js';
@@ -173,12 +174,7 @@ describe('canonicalJson', () => {
   it('throws UnserializableValueError with the path of a cycle', () => {
     const root: Record<string, unknown> = { a: [{ b: null }] };
     ((root.a as unknown[])[0] as Record<string, unknown>).b = root.a;
-    let error: unknown;
-    try {
-      canonicalJson(root);
-    } catch (caught) {
-      error = caught;
-    }
+    const error = thrown(() => canonicalJson(root));
     expect(isUnserializableValueError(error)).toBe(true);
     expect(error).toMatchObject({ code: 'UNSERIALIZABLE_VALUE', path: '/a/0/b' });
     expect((error as Error).message).toMatch(

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../test/thrown.js';
 import { canonicalJson } from './canonicalJson.js';
 import { isUnserializableValueError } from './errors/UnserializableValueError.js';
 import { canonicalDecimal, exactJson } from './exactJson.js';
@@ -62,12 +63,7 @@ describe('exactJson', () => {
 
   it('refuses nesting deeper than 1,000 levels with UnserializableValueError', () => {
     const text = `${'['.repeat(1_500)}9007199254740993${']'.repeat(1_500)}`;
-    let refused: unknown;
-    try {
-      exactJson(text, JSON.parse(text));
-    } catch (error) {
-      refused = error;
-    }
+    const refused = thrown(() => exactJson(text, JSON.parse(text)));
     expect(isUnserializableValueError(refused)).toBe(true);
   });
 

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../test/thrown.js';
 import { isInvalidKeyError } from './errors/InvalidKeyError.js';
 import { formatKeyHeader, parseKeyHeader } from './parseKeyHeader.js';
 
@@ -65,12 +66,7 @@ describe('formatKeyHeader', () => {
         headers.append('Idempotency-Key', formatKeyHeader(first));
         headers.append('Idempotency-Key', formatKeyHeader(second));
         for (const fields of [{}, { fieldCount: 2 }]) {
-          let refused: unknown;
-          try {
-            parseKeyHeader(keyField(headers), fields);
-          } catch (error) {
-            refused = error;
-          }
+          const refused = thrown(() => parseKeyHeader(keyField(headers), fields));
           expect(isInvalidKeyError(refused)).toBe(true);
         }
       }),

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../../test/thrown.js';
 import { isConfigurationError } from '../errors/ConfigurationError.js';
 import { RetryBudget } from './RetryBudget.js';
 
@@ -109,12 +110,7 @@ describe('RetryBudget', () => {
   });
 
   it('refuses a cost larger than the capacity with a ConfigurationError', () => {
-    let error: unknown;
-    try {
-      new RetryBudget({ capacity: 8 });
-    } catch (caught) {
-      error = caught;
-    }
+    const error = thrown(() => new RetryBudget({ capacity: 8 }));
     expect(isConfigurationError(error)).toBe(true);
     expect((error as Error).message).toMatch(/timeoutCost \(10\) is larger than capacity \(8\)/);
   });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { thrown } from '../../test/thrown.js';
 import { isConfigurationError } from '../errors/ConfigurationError.js';
 import { storeContract } from '../testing/contract/storeContract.js';
 import { manualClock } from '../testing/manualClock.js';
@@ -111,12 +112,7 @@ describe('cachedStore', () => {
 
   it('refuses a maxEntries that is not a positive integer', () => {
     for (const maxEntries of [0, -1, 1.5, Number.NaN]) {
-      let refused: unknown;
-      try {
-        cachedStore(memoryStore(), { maxEntries });
-      } catch (error) {
-        refused = error;
-      }
+      const refused = thrown(() => cachedStore(memoryStore(), { maxEntries }));
       expect(isConfigurationError(refused), String(maxEntries)).toBe(true);
     }
   });
