@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, asc, desc, eq, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, isNull, ne, sql } from 'drizzle-orm';
 import { quantitiesByProduct } from '../cartLimits';
 import type { AppDatabase } from './db/openDatabase';
 import { type CheckoutStatus, checkouts, type OrderLine } from './db/schema';
@@ -203,6 +203,26 @@ export async function startPayment(db: AppDatabase, id: string): Promise<Checkou
       .returning();
     return frozen;
   });
+}
+
+/**
+ * The shopper a checkout belongs to: the browser session that opened it. Its payment is
+ * that shopper's, whichever browser holds the link and presses Pay.
+ */
+export async function checkoutOwner(db: AppDatabase, id: string): Promise<string | undefined> {
+  const [row] = await db
+    .select({ sessionId: checkouts.sessionId })
+    .from(checkouts)
+    .where(eq(checkouts.id, id));
+  return row?.sessionId;
+}
+
+/** Notes the scope idem keeps the checkout's Pay key under (once: it never changes). */
+export async function notePayKeyScope(db: AppDatabase, id: string, scope: string): Promise<void> {
+  await db
+    .update(checkouts)
+    .set({ payKeyScope: scope })
+    .where(and(eq(checkouts.id, id), isNull(checkouts.payKeyScope)));
 }
 
 export async function markCheckout(

@@ -1,10 +1,8 @@
 import { idempotencyContext } from '@idem/server';
-import { idempotencyKeys } from '@idem/server/postgres';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, isNotNull } from 'drizzle-orm';
 import { crashSwitch } from './crashAfterCharge';
 import { checkouts } from './db/schema';
 import { appRouter } from './routers/appRouter';
-import { PAY_SCOPE } from './routers/checkout';
 import type { Runtime } from './runtime';
 
 /**
@@ -13,6 +11,8 @@ import type { Runtime } from './runtime';
  */
 export const ABANDONED_AFTER_MS = 15_000;
 const CHECK_EVERY_MS = 5_000;
+/** The most payments one check takes over, one after another. */
+const RESUMED_PER_CHECK = 10;
 
 /**
  * Finishes payments nobody came back for: a server that died after the charge, and a
@@ -27,25 +27,7 @@ export function resumeAbandonedPayments(runtime: Runtime): { stop(): void } {
     if (running) return;
     running = true;
     try {
-      const abandoned = await runtime.db
-        .select({ id: checkouts.id, sessionId: checkouts.sessionId })
-        .from(checkouts)
-        .innerJoin(
-          idempotencyKeys,
-          and(
-            eq(idempotencyKeys.key, checkouts.id),
-            eq(idempotencyKeys.scope, `${PAY_SCOPE}/checkout.pay`),
-          ),
-        )
-        .where(
-          and(
-            eq(checkouts.status, 'paying'),
-            eq(idempotencyKeys.status, 'in_progress'),
-            sql`${idempotencyKeys.lockedUntil} < now() - ${`${ABANDONED_AFTER_MS} milliseconds`}::interval`,
-          ),
-        )
-        .limit(10);
-      for (const { id, sessionId } of abandoned) {
+      for (const { id, sessionId } of await abandonedPayments(runtime)) {
         const caller = appRouter.createCaller({
           ...idempotencyContext({ key: undefined }),
           sessionId,
@@ -64,4 +46,29 @@ export function resumeAbandonedPayments(runtime: Runtime): { stop(): void } {
   const timer = setInterval(tick, CHECK_EVERY_MS);
   timer.unref();
   return { stop: () => clearInterval(timer) };
+}
+
+/**
+ * Checkouts being paid whose key record (read through the store, under the scope Pay
+ * noted) is still in progress with a lease that ran out `ABANDONED_AFTER_MS` ago. The
+ * lease's end is the database's time and the comparison this server's: it only picks
+ * whom to try. Whether the lease has lapsed, and so whether Pay takes the key over, the
+ * store judges by the database's clock.
+ */
+async function abandonedPayments(runtime: Runtime) {
+  const paying = await runtime.db
+    .select({ id: checkouts.id, sessionId: checkouts.sessionId, scope: checkouts.payKeyScope })
+    .from(checkouts)
+    .where(and(eq(checkouts.status, 'paying'), isNotNull(checkouts.payKeyScope)));
+  const abandoned: { id: string; sessionId: string }[] = [];
+  for (const { id, sessionId, scope } of paying) {
+    if (abandoned.length === RESUMED_PER_CHECK) break;
+    if (!scope) continue;
+    const record = await runtime.store.get(scope, id);
+    const lapsedAt = record?.status === 'in_progress' ? record.lockedUntil : null;
+    if (lapsedAt !== null && lapsedAt < Date.now() - ABANDONED_AFTER_MS) {
+      abandoned.push({ id, sessionId });
+    }
+  }
+  return abandoned;
 }

@@ -61,7 +61,10 @@ const STATEMENTS = [
     redeliver_event boolean not null default false,
     status text not null default 'open' check (status in ('open', 'paying', 'paid', 'declined')),
     order_id text,
+    pay_key_scope text,
     created_at timestamptz not null default now())`,
+  // Data folders made before Pay noted its key's scope.
+  'alter table checkouts add column if not exists pay_key_scope text',
   // One live checkout per cart version: two tabs opening the same cart meet on one row.
   `create unique index if not exists checkouts_live_cart_idx
     on checkouts (session_id, cart_id, cart_hash) where status <> 'declined'`,

@@ -41,6 +41,12 @@ export const checkouts = pgTable('checkouts', {
   redeliverEvent: boolean('redeliver_event').notNull().default(false),
   status: text('status').$type<CheckoutStatus>().notNull().default('open'),
   orderId: text('order_id'),
+  /**
+   * The scope idem stores this checkout's Pay key under, as the middleware named it
+   * (`ctx.idempotency.scope`), noted by Pay's first attempt: the key is the checkout's id,
+   * so scope and id find the key record through the store (`store.get`).
+   */
+  payKeyScope: text('pay_key_scope'),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
 });
 

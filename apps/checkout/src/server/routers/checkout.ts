@@ -6,8 +6,10 @@ import { MAX_LINES, MAX_QUANTITY, quantitiesByProduct } from '../../cartLimits';
 import {
   CartPaidElsewhereError,
   type CheckoutRow,
+  checkoutOwner,
   findCheckoutView,
   markCheckout,
+  notePayKeyScope,
   openCheckout,
   prepareCheckout,
   startPayment,
@@ -26,9 +28,6 @@ import { publicProcedure, router } from '../trpc';
  * (every leaseMs / 3) keeps a live attempt's lease however long the provider takes.
  */
 export const CHECKOUT_LEASE_MS = 2_000;
-
-/** The scope every payment of a checkout is stored under (see `pay`). */
-export const PAY_SCOPE = 'shop';
 
 const checkoutId = z
   .string()
@@ -112,6 +111,12 @@ export const checkoutRouter = router({
 
   pay: publicProcedure
     .input(z.object({ checkoutId }))
+    // Whose payment this is, before anything is claimed: the shopper who opened the
+    // checkout. A link to no checkout is refused here, and stores nothing.
+    .use(async ({ ctx, input, next }) => {
+      const owner = found(await checkoutOwner(ctx.runtime.db, input.checkoutId), input.checkoutId);
+      return next({ ctx: { owner } });
+    })
     .use(
       idempotent({
         // The runtime's store once it has started (this module loads before the database
@@ -122,16 +127,24 @@ export const checkoutRouter = router({
         // The browser retries one checkout for up to 30 s (its retry link's deadlineMs):
         // start-up refuses a key TTL shorter than that.
         retryWindowMs: 30_000,
+        // The principal is the shopper the checkout belongs to: its session, not the
+        // caller's. The checkout id, made by the server and unguessable, is what lets
+        // someone pay (like a payment intent's client secret): a second browser given the
+        // link pays on that shopper's behalf, so it meets the same key record and replays
+        // the first one's payment instead of charging again. That is safe because both
+        // halves come from the checkout id: a caller reaches the record of a checkout it
+        // holds the id of, and no other (a checkout's page shows as much to anyone with
+        // its link).
+        scope: ({ ctx }) => `session:${ctx.owner}`,
         // The key is the checkout: every tab, browser and retry that pays it sends the same
-        // one, whatever key its request carries. The checkout id, made by the server and
-        // unguessable, is what lets someone pay (like a payment intent's client secret), so
-        // all its payers share one scope: a second browser replays the first one's payment.
-        scope: () => PAY_SCOPE,
+        // one, whatever key its request carries.
         key: ({ input }) => input.checkoutId,
       }),
     )
     .mutation(async ({ ctx, input }) => {
       const { idempotency, runtime } = ctx;
+      // Where the panel and the server's own attempts find this payment's key record.
+      await notePayKeyScope(runtime.db, input.checkoutId, idempotency.scope);
       // Freezes the details (open → paying): later edits go nowhere, retries use these.
       const checkout = found(await payable(runtime.db, input.checkoutId), input.checkoutId);
       const { email, cardNumber, totalCents, lines } = checkout;

@@ -25,8 +25,10 @@ const receive = idempotentHandler(
   {
     // The runtime's store once it has started (this module loads before the database is open).
     store: async () => (await getRuntime()).store,
-    // The one sender, whose signature `POST` has checked: a real shop names the provider
-    // account here.
+    // The caller is the payment provider: `POST` below hands `receive` only deliveries
+    // whose signature it checked, and the provider is the one holder of the secret. The
+    // event ids are the provider's own, so they are keyed under the provider, one principal
+    // for every delivery (a shop with several provider accounts names the account here).
     scope: () => 'provider:fakepay',
     route: PAYMENT_WEBHOOK_PATH,
     key: ({ json }) => eventIdOf(json),
