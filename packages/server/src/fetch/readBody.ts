@@ -36,7 +36,8 @@ export async function readBody(
   } catch (cause) {
     return { ok: false, problem: { kind: 'unreadable', cause } };
   }
-  if (chunks.length === 1) return { ok: true, bytes: chunks[0]! };
+  const first = chunks[0];
+  if (first !== undefined && chunks.length === 1) return { ok: true, bytes: first };
   const bytes = new Uint8Array(length);
   let offset = 0;
   for (const chunk of chunks) {

@@ -42,8 +42,15 @@ async function respond(
   handler: (request: Request) => Promise<Response> | Response,
 ) {
   const headers = new Headers();
-  for (let index = 0; index < req.rawHeaders.length; index += 2) {
-    headers.append(req.rawHeaders[index]!, req.rawHeaders[index + 1]!);
+  // rawHeaders alternates names and values: [name, value, name, value, …].
+  let name: string | undefined;
+  for (const part of req.rawHeaders) {
+    if (name === undefined) {
+      name = part;
+    } else {
+      headers.append(name, part);
+      name = undefined;
+    }
   }
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
