@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { drizzleStore } from '../src/postgres/drizzleStore.js';
 import { idempotencyKeys } from '../src/postgres/schema.js';
 import { transactionStores } from '../src/postgres/transactionStores.js';
-import { backends, connect, rows, useDatabase } from './harness.js';
+import { backends, connect, oneRow, postgresUrl, rows, useDatabase } from './harness.js';
 
 const LEASE_MS = 1_000;
 const TTL_MS = 60_000;
@@ -295,8 +295,11 @@ for (const backend of backends) {
         const inTx = drizzleStore(tx, { clock, expectNewKeys: true, lockWaitMs: 1_000 });
         const lockTimeout = async () =>
           (
-            await rows<{ value: string }>(tx, sql`select current_setting('lock_timeout') as value`)
-          )[0]!.value;
+            await oneRow<{ value: string }>(
+              tx,
+              sql`select current_setting('lock_timeout') as value`,
+            )
+          ).value;
         const before = await lockTimeout();
         expect((await inTx.claim(request({ key: 'key-3' }))).status).toBe('claimed');
         expect(await lockTimeout()).toBe(before);
@@ -346,7 +349,7 @@ for (const backend of backends) {
     if (backend === 'Postgres') {
       it('transactionStores: each rendered statement is prepared once per connection, not parsed per call', async () => {
         await database().truncate();
-        const db = connect(database().url!, 1);
+        const db = connect(postgresUrl(database().url), 1);
         try {
           const storeIn = transactionStores(db, 1_000);
           for (const key of ['p-1', 'p-2', 'p-3']) {
@@ -451,14 +454,17 @@ for (const backend of backends) {
 
         it('gives 200 claims of one key from 20 connections exactly one winner', async () => {
           await database().truncate();
-          const dbs = clients(20, database().url!);
+          const dbs = clients(20, postgresUrl(database().url));
           try {
             const stores = dbs.map((db) => drizzleStore(db));
-            const results = await Promise.all(
-              Array.from({ length: 200 }, (_, index) =>
-                stores[index % stores.length]!.claim(request({ key: 'hot', leaseMs: 60_000 })),
-              ),
-            );
+            /** 200 claims of `hot` at once: ten rounds of one from each connection, in turn. */
+            const claimHot = () =>
+              Promise.all(
+                Array.from({ length: 10 }, () =>
+                  stores.map((store) => store.claim(request({ key: 'hot', leaseMs: 60_000 }))),
+                ).flat(),
+              );
+            const results = await claimHot();
             const statuses = results.map((result) => result.status);
             expect(statuses.filter((status) => status === 'claimed')).toHaveLength(1);
             expect(statuses.filter((status) => status === 'in_progress')).toHaveLength(199);
@@ -473,11 +479,7 @@ for (const backend of backends) {
               .db.update(idempotencyKeys)
               .set({ lockedUntil: sql`now() - interval '1 second'` })
               .where(eq(idempotencyKeys.key, 'hot'));
-            const takeovers = await Promise.all(
-              Array.from({ length: 200 }, (_, index) =>
-                stores[index % stores.length]!.claim(request({ key: 'hot', leaseMs: 60_000 })),
-              ),
-            );
+            const takeovers = await claimHot();
             const winners = takeovers.filter((result) => result.status === 'claimed');
             expect(winners).toHaveLength(1);
             expect(winners[0]).toMatchObject({

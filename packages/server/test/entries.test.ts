@@ -10,16 +10,18 @@ const packageJson = JSON.parse(readFileSync(resolve(packageRoot, 'package.json')
 };
 
 /**
- * Every source file an entry loads (following relative imports, type-only ones included,
- * since the entry's `.d.ts` refers to them too), and every package it imports.
+ * Every source file an entry (a subpath of the package's exports, e.g. `./outbox`) loads,
+ * following relative imports, type-only ones included, since the entry's `.d.ts` refers to
+ * them too; and every package it imports.
  */
-function importGraph(entry: string): { files: string[]; packages: Set<string> } {
+function importGraph(subpath: string): { files: string[]; packages: Set<string> } {
+  const entry = packageJson.exports[subpath];
+  if (!entry) throw new Error(`package.json exports no ${subpath}`);
   const files: string[] = [];
   const packages = new Set<string>();
-  const pending = [resolve(packageRoot, entry)];
+  const pending = [resolve(packageRoot, entry['@idem/source'])];
   const seen = new Set<string>();
-  while (pending.length > 0) {
-    const file = pending.pop()!;
+  for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
     if (seen.has(file)) continue;
     seen.add(file);
     files.push(file);
@@ -37,21 +39,21 @@ function importGraph(entry: string): { files: string[]; packages: Set<string> } 
 
 describe('package entries', () => {
   it('@idem/server/outbox imports nothing from tRPC, so an app with only the outbox needs no @trpc/server', () => {
-    const { files, packages } = importGraph(packageJson.exports['./outbox']!['@idem/source']);
+    const { files, packages } = importGraph('./outbox');
     expect(files.length).toBeGreaterThan(10);
     expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
     expect(packages).toContain('drizzle-orm');
   });
 
   it('@idem/server/postgres imports nothing from tRPC, so an outbox-only app can migrate without @trpc/server', () => {
-    const { files, packages } = importGraph(packageJson.exports['./postgres']!['@idem/source']);
+    const { files, packages } = importGraph('./postgres');
     expect(files.length).toBeGreaterThan(5);
     expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
     expect(packages).toContain('drizzle-orm');
   });
 
   it('@idem/server/nats imports nothing from tRPC', () => {
-    const { packages } = importGraph(packageJson.exports['./nats']!['@idem/source']);
+    const { packages } = importGraph('./nats');
     expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
   });
 

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type IdempotentHandlerOptions, idempotentHandler } from '../src/fetch/index.js';
-import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
-import { backends, useDatabase } from './harness.js';
-import { countKeys } from './httpContract/trpcTarget.js';
+import { useFetchServer } from './fixtures/useFetchServer.js';
+import { backends, countKeys, useDatabase } from './harness.js';
 
 /**
  * What counts as "the same request" for `idempotentHandler`, over real HTTP: the query
@@ -13,10 +12,9 @@ for (const backend of backends) {
   for (const mode of ['lease', 'transaction'] as const) {
     describe(`idempotentHandler's fingerprint, ${mode} mode on ${backend}`, () => {
       const database = useDatabase(backend);
-      let server: FetchServer | undefined;
       let charges: string[] = [];
 
-      beforeAll(async () => {
+      const url = useFetchServer(() => {
         const options: IdempotentHandlerOptions = {
           db: database().db,
           scope: () => 'user:ann',
@@ -35,16 +33,12 @@ for (const backend of backends) {
           charges.push('tracked');
           return Response.json({ charged: 'tracked' });
         });
-        server = await serveFetch((request) =>
-          new URL(request.url).pathname === '/tracked' ? tracked(request) : pay(request),
-        );
-      });
-      afterAll(async () => {
-        await server?.close();
+        return (request: Request) =>
+          new URL(request.url).pathname === '/tracked' ? tracked(request) : pay(request);
       });
 
       const post = async (path: string, key: string, body = '{}') => {
-        const response = await fetch(`${server!.url}${path}`, {
+        const response = await fetch(`${url()}${path}`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', 'idempotency-key': key },
           body,

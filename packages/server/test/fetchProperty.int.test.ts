@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
-import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
 import { type ModelRequest, modelRequest } from './fixtures/fetchRequestModel.js';
 import { keyHeader, user } from './fixtures/requestArbitraries.js';
+import { useFetchServer } from './fixtures/useFetchServer.js';
 import { rows, useDatabase } from './harness.js';
 import { nodeRequest } from './httpClient.js';
 
@@ -31,9 +31,8 @@ for (const mode of ['lease', 'transaction'] as const) {
     /** The model each (scope, key) ran with, by `scope \u0001 key`; a second run is a failure. */
     const ranWith = new Map<string, string>();
     const runsOf = new Map<string, number>();
-    let server: FetchServer | undefined;
 
-    beforeAll(async () => {
+    const url = useFetchServer(() => {
       const options = {
         db: database().db,
         maxBodyBytes: MAX_BODY_BYTES,
@@ -64,19 +63,16 @@ for (const mode of ['lease', 'transaction'] as const) {
           });
         }),
       };
-      server = await serveFetch((request) => {
+      return (request: Request) => {
         const route = routes[new URL(request.url).pathname];
         return route ? route(request) : new Response('not found', { status: 404 });
-      });
-    });
-    afterAll(async () => {
-      await server?.close();
+      };
     });
 
     const call = fc.record({ request: modelRequest, key: keyHeader, user });
     type Call = { request: ModelRequest; key: Record<string, string | string[]>; user: string };
     const send = ({ request, key, user }: Call) =>
-      nodeRequest(request.method, `${server!.url}${request.path}${request.search}`, request.body, {
+      nodeRequest(request.method, `${url()}${request.path}${request.search}`, request.body, {
         ...key,
         'x-user': user,
         [MODEL_HEADER]: encodeURIComponent(request.identity),
@@ -102,9 +98,10 @@ for (const mode of ['lease', 'transaction'] as const) {
       await fc.assert(
         fc.asyncProperty(fc.array(call, { minLength: 1, maxLength: 3 }), async (calls) => {
           // Sent together: duplicates race, as retries do.
-          const responses = await Promise.all(calls.map(send));
-          for (const [index, response] of responses.entries()) {
-            const sent = calls[index]!;
+          const answered = await Promise.all(
+            calls.map(async (sent) => ({ sent, response: await send(sent) })),
+          );
+          for (const { sent, response } of answered) {
             expect(response.status).toBeGreaterThanOrEqual(200);
             expect(response.status, response.text).toBeLessThan(500);
             expect(response.text).not.toMatch(SQL_OR_STACK);

@@ -10,7 +10,14 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { deferred } from './fixtures/deferred.js';
-import { backends, rows, statementText, untilLockWaiters, useDatabase } from './harness.js';
+import {
+  backends,
+  countOf,
+  rows,
+  statementText,
+  untilLockWaiters,
+  useDatabase,
+} from './harness.js';
 
 const CONCURRENCY = 50;
 
@@ -66,13 +73,8 @@ for (const backend of backends) {
           }
         },
       );
-    const ordersOf = async (tag: string) =>
-      (
-        await rows<{ n: number }>(
-          database().db,
-          sql`select count(*)::int as n from fetch_orders where tag = ${tag}`,
-        )
-      )[0]!.n;
+    const ordersOf = (tag: string) =>
+      countOf(database().db, sql`select count(*)::int as n from fetch_orders where tag = ${tag}`);
     const recordOf = async (key: string) =>
       (
         await rows<{ status: string }>(

@@ -1,5 +1,5 @@
 import { PGlite } from '@electric-sql/pglite';
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
@@ -28,6 +28,40 @@ export interface TestDatabase {
  * Rows of a raw query: postgres-js returns an array, PGlite `{ rows }`.
  */
 export const rows = executeRows;
+
+/**
+ * The one row a statement answers (a count, a setting): a statement that answers none is
+ * an error saying so, not an `undefined` to read a field of.
+ */
+export async function oneRow<T>(db: PgDatabaseLike, query: SQL): Promise<T> {
+  const [row] = await rows<T>(db, query);
+  if (row === undefined) throw new Error('the statement answered no row');
+  return row;
+}
+
+/** The `n` of a `select count(*)::int as n …`. */
+export async function countOf(db: PgDatabaseLike, query: SQL): Promise<number> {
+  return (await oneRow<{ n: number }>(db, query)).n;
+}
+
+/** Counts `idem_keys` rows holding `key`, in any scope. */
+export const countKeys = (db: PgDatabaseLike, key: string): Promise<number> =>
+  countOf(db, sql`select count(*)::int as n from idem_keys where key = ${key}`);
+
+/** A value the test has already found (a response, a row): its absence is an error naming it. */
+export function defined<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new Error(`expected ${what}, found none`);
+  return value;
+}
+
+/**
+ * The connection string of a Postgres test database, for a test that opens clients of its
+ * own: PGlite has none, so such a test belongs under `backend === 'Postgres'`.
+ */
+export function postgresUrl(url: string | undefined): string {
+  if (url === undefined) throw new Error('a PGlite database has no connection string');
+  return url;
+}
 
 /**
  * A logged statement's text on one line, for tests that name statements by their start. A
@@ -63,13 +97,11 @@ export async function untilLockWaiters(
     await until(
       async () =>
         enough(
-          (
-            await rows<{ n: number }>(
-              observer,
-              sql`select count(*)::int as n from pg_stat_activity
-                  where datname = current_database() and wait_event_type = 'Lock'`,
-            )
-          )[0]!.n,
+          await countOf(
+            observer,
+            sql`select count(*)::int as n from pg_stat_activity
+                where datname = current_database() and wait_event_type = 'Lock'`,
+          ),
         ),
       { what, timeoutMs },
     );

@@ -82,12 +82,14 @@ describe('migrate on Postgres', () => {
 
   it('lets 8 app servers start at once: all succeed, each migration is applied once', async () => {
     scratch = await createScratchDatabase();
-    const servers = Array.from({ length: 8 }, () => connect(scratch!.url, 1));
+    const { url } = scratch;
+    const first = connect(url, 1);
+    const servers = [first, ...Array.from({ length: 7 }, () => connect(url, 1))];
     try {
       const results = await Promise.all(servers.map((db) => migrate(db)));
       expect(results.flatMap((result) => result.applied)).toEqual(tags);
       expect(results.filter((result) => result.applied.length > 0)).toHaveLength(1);
-      expect(await appliedTags(servers[0]!)).toEqual(tags);
+      expect(await appliedTags(first)).toEqual(tags);
 
       const again = await Promise.all(servers.map((db) => migrate(db)));
       expect(again.every((result) => result.applied.length === 0)).toBe(true);

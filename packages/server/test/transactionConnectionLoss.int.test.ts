@@ -14,7 +14,7 @@ import {
 } from '../src/trpc/index.js';
 import { until } from './fixtures/deferred.js';
 import { CREATE_ORDERS, createTestApp, type TestApp } from './fixtures/testApp.js';
-import { connect, createScratchDatabase, rows, type ScratchDatabase } from './harness.js';
+import { connect, countOf, createScratchDatabase, rows, type ScratchDatabase } from './harness.js';
 import { mutate } from './httpClient.js';
 
 /**
@@ -121,13 +121,11 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
         sql`select status, outcome->>'kind' as kind from idem_keys where key = ${key}`,
       )
     )[0];
-  const ordersOf = async (table: 'orders' | 'fetch_orders', tag: string) =>
-    (
-      await rows<{ n: number }>(
-        observer,
-        sql`select count(*)::int as n from ${sql.identifier(table)} where tag = ${tag}`,
-      )
-    )[0]!.n;
+  const ordersOf = (table: 'orders' | 'fetch_orders', tag: string) =>
+    countOf(
+      observer,
+      sql`select count(*)::int as n from ${sql.identifier(table)} where tag = ${tag}`,
+    );
 
   // postgres.js 3.4.9 keeps the error the killed backend sent before it closed (57P01,
   // terminating connection due to administrator command) and hands it to the first statement

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { until } from './fixtures/deferred.js';
 import { useTestApp } from './fixtures/testApp.js';
-import { rows, untilLockWaiters } from './harness.js';
+import { countOf, defined, postgresUrl, untilLockWaiters } from './harness.js';
 import { mutate, type RawResponse } from './httpClient.js';
 
 const CONCURRENCY = 200;
@@ -41,7 +41,10 @@ describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, ()
     const retries = await Promise.all(
       Array.from({ length: CONCURRENCY }, () => mutate(app().url, 'gated', { tag }, keyed(key))),
     );
-    const winner = responses.find((response) => response.status === 200)!;
+    const winner = defined(
+      responses.find((response) => response.status === 200),
+      'the answer of the one that ran',
+    );
     for (const retry of retries) {
       expect(retry.headers.get('idempotent-replayed')).toBe('true');
       expect(retry.data).toEqual(winner.data);
@@ -60,7 +63,7 @@ describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, ()
       mutate(app().url, 'txOrder', { ...input, sku: 'book', gate: true }, keyed(key)),
     );
     await app().gates.arrived(input.tag);
-    await untilLockWaiters(app().databaseUrl!, (waiting) => waiting >= 9, {
+    await untilLockWaiters(postgresUrl(app().databaseUrl), (waiting) => waiting >= 9, {
       what: 'duplicates to wait on the key',
     });
     app().gates.open(input.tag);
@@ -69,17 +72,20 @@ describe(`${CONCURRENCY} concurrent HTTP requests with one key, on Postgres`, ()
       responses.filter((response) => response.headers.get('idempotent-replayed') === 'true'),
     ).toHaveLength(CONCURRENCY - 1);
     expect(app().executionsOf(input.tag)).toBe(1);
-    const [orders] = await rows<{ n: number }>(
+    const orders = await countOf(
       app().db,
       sql`select count(*)::int as n from orders where tag = ${input.tag}`,
     );
-    return { responses, orders: orders!.n };
+    return { responses, orders };
   };
 
   it('transaction mode: exactly one execution and one order; every duplicate waits and replays', async () => {
     const { responses, orders } = await storm({ tag: randomUUID() });
     expect(responses.every((response) => response.status === 200)).toBe(true);
-    const original = responses.find((response) => !response.headers.get('idempotent-replayed'))!;
+    const original = defined(
+      responses.find((response) => !response.headers.get('idempotent-replayed')),
+      'the answer of the one that ran',
+    );
     for (const response of responses) expect(response.data).toEqual(original.data);
     expect(orders).toBe(1);
   });

@@ -40,11 +40,11 @@ async function startServer(database: string, env: Record<string, string> = {}) {
   let output = '';
   let errors = '';
   const waiters: { line: string; resolve: () => void }[] = [];
-  child.stdout!.on('data', (chunk: Buffer) => {
+  child.stdout.on('data', (chunk: Buffer) => {
     output += chunk.toString();
     for (const waiter of waiters) if (output.includes(waiter.line)) waiter.resolve();
   });
-  child.stderr!.on('data', (chunk: Buffer) => {
+  child.stderr.on('data', (chunk: Buffer) => {
     errors += chunk.toString();
   });
   const printed = (line: string) =>
@@ -54,7 +54,8 @@ async function startServer(database: string, env: Record<string, string> = {}) {
       exited.then(() => reject(new Error(`server exited before printing ${line}:\n${errors}`)));
     });
   await printed('LISTENING ');
-  const url = /LISTENING (\S+)/.exec(output)![1]!;
+  const url = /LISTENING (\S+)/.exec(output)?.[1];
+  if (url === undefined) throw new Error(`the server printed no URL after LISTENING:\n${output}`);
   return { url, child, printed, exited } satisfies ServerProcess;
 }
 

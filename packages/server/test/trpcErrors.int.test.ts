@@ -2,8 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { initTRPC, TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
+import { describe, expect, it } from 'vitest';
 import {
   type IdempotencyRequestContext,
   idempotencyContext,
@@ -12,6 +11,7 @@ import {
 } from '../src/trpc/index.js';
 import { until } from './fixtures/deferred.js';
 import { useTestApp } from './fixtures/testApp.js';
+import { useFetchServer } from './fixtures/useFetchServer.js';
 import { backends, connect, createScratchDatabase, rows, useDatabase } from './harness.js';
 import { idempotencyData, mutate, postRaw } from './httpClient.js';
 
@@ -25,13 +25,6 @@ for (const backend of backends) {
   describe(`idempotent(): bad requests and failures answer clearly, on ${backend}`, () => {
     const app = useTestApp(backend);
     const keyed = (key: string, user = 'ann') => ({ 'Idempotency-Key': key, 'x-user': user });
-    const storedRows = async (key: string) =>
-      (
-        await rows<{ n: number }>(
-          app().db,
-          sql`select count(*)::int as n from idem_keys where key = ${key}`,
-        )
-      )[0]!.n;
 
     for (const path of ['echo', 'txOrder']) {
       it(`${path}: input nested 10,000 deep is a 400 that says so, and stores nothing`, async () => {
@@ -41,7 +34,7 @@ for (const backend of backends) {
         expect(response.error?.message).toMatch(/nest/i);
         expect(response.error?.message).not.toContain('Maximum call stack');
         expect(response.text).not.toMatch(SQL_OR_STACK);
-        expect(await storedRows(key)).toBe(0);
+        expect(await app().storedKeys(key)).toBe(0);
       });
     }
 
@@ -61,7 +54,7 @@ for (const backend of backends) {
         expect((error as Error).message).toContain(problem);
         expect((error as Error).message).not.toMatch(SQL_OR_STACK);
         expect(app().executionsOf(tag)).toBe(0);
-        expect(await storedRows(key)).toBe(0);
+        expect(await app().storedKeys(key)).toBe(0);
       }
       // Over HTTP too: the principal comes from the x-user header here.
       const key = randomUUID();
@@ -163,9 +156,8 @@ for (const backend of backends) {
 
 describe('idempotent(): with tRPC in development mode (NODE_ENV unset)', () => {
   const database = useDatabase('Postgres');
-  let server: FetchServer | undefined;
   let runs = 0;
-  beforeAll(async () => {
+  const url = useFetchServer(() => {
     const { db } = database();
     // isDev as tRPC derives it when NODE_ENV is unset: every error shape gets data.stack.
     const t = initTRPC.context<IdempotencyRequestContext>().create({
@@ -179,17 +171,13 @@ describe('idempotent(): with tRPC in development mode (NODE_ENV unset)', () => {
         throw new TRPCError({ code: 'PAYMENT_REQUIRED', message: 'Card declined' });
       }),
     });
-    server = await serveFetch((req) =>
-      fetchRequestHandler({ endpoint: '/trpc', req, router, createContext: idempotencyContext }),
-    );
-  });
-  afterAll(async () => {
-    await server?.close();
+    return (req: Request) =>
+      fetchRequestHandler({ endpoint: '/trpc', req, router, createContext: idempotencyContext });
   });
 
   it('a stored error replays byte for byte, and neither answer nor row carries a stack', async () => {
     const key = randomUUID();
-    const call = () => postRaw(server!.url, 'decline', undefined, { 'Idempotency-Key': key });
+    const call = () => postRaw(url(), 'decline', undefined, { 'Idempotency-Key': key });
     const first = await call();
     const replay = await call();
     expect(first.status).toBe(402);
@@ -204,7 +192,7 @@ describe('idempotent(): with tRPC in development mode (NODE_ENV unset)', () => {
     expect(row?.outcome).toContain('Card declined');
     expect(row?.outcome).not.toMatch(/stack|\n\s+at /);
     // The docs link follows the formatter's docsUrl.
-    const missing = await postRaw(server!.url, 'decline', undefined);
+    const missing = await postRaw(url(), 'decline', undefined);
     expect(JSON.parse(missing.text).error.data.idempotency.type).toBe(
       'https://docs.example.com/errors#invalid_key',
     );

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'drizzle-orm';
 import superjson from 'superjson';
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from './fixtures/testApp.js';
-import { backends, rows } from './harness.js';
+import { backends } from './harness.js';
 import { mutate, postRaw } from './httpClient.js';
 
 const modes = [
@@ -15,13 +14,6 @@ for (const backend of backends) {
   describe(`idempotent(): a call that never reaches the procedure stores nothing, on ${backend}`, () => {
     const app = useTestApp(backend);
 
-    const storedRows = async (key: string) =>
-      (
-        await rows<{ n: number }>(
-          app().db,
-          sql`select count(*)::int as n from idem_keys where key = ${key}`,
-        )
-      )[0]!.n;
     const body = (input: unknown) => JSON.stringify(superjson.serialize(input));
 
     for (const { mode, path } of modes) {
@@ -34,7 +26,7 @@ for (const backend of backends) {
         });
         expect(broken.status).toBe(400);
         expect(broken.headers.get('idempotent-replayed')).toBeNull();
-        expect(await storedRows(key)).toBe(0);
+        expect(await app().storedKeys(key)).toBe(0);
 
         // Another malformed body, and an empty one, are not answered from a store either.
         const other = await postRaw(app().url, path, '{"json":', { 'Idempotency-Key': key });
@@ -43,13 +35,13 @@ for (const backend of backends) {
           expect(response.status).toBe(400);
           expect(response.headers.get('idempotent-replayed')).toBeNull();
         }
-        expect(await storedRows(key)).toBe(0);
+        expect(await app().storedKeys(key)).toBe(0);
 
         const fixed = await postRaw(app().url, path, valid, { 'Idempotency-Key': key });
         expect(fixed.status).toBe(200);
         expect(fixed.data).toEqual({ execution: 1, cents: 1 });
         expect(app().executionsOf(tag)).toBe(1);
-        expect(await storedRows(key)).toBe(1);
+        expect(await app().storedKeys(key)).toBe(1);
       });
 
       it(`${mode} mode: input that fails validation is a 400 that stores nothing; the fixed input runs`, async () => {
@@ -64,7 +56,7 @@ for (const backend of backends) {
         expect(invalid.status).toBe(400);
         expect(invalid.error?.data.code).toBe('BAD_REQUEST');
         expect(invalid.error?.message).toContain('cents');
-        expect(await storedRows(key)).toBe(0);
+        expect(await app().storedKeys(key)).toBe(0);
         const again = await mutate(
           app().url,
           path,
@@ -80,7 +72,7 @@ for (const backend of backends) {
         const replay = await mutate(app().url, path, { tag, cents: 7 }, { 'Idempotency-Key': key });
         expect(replay.headers.get('idempotent-replayed')).toBe('true');
         expect(app().executionsOf(tag)).toBe(1);
-        expect(await storedRows(key)).toBe(1);
+        expect(await app().storedKeys(key)).toBe(1);
       });
     }
 
@@ -112,12 +104,12 @@ for (const backend of backends) {
         expect(invalid.error?.data.code).toBe('BAD_REQUEST');
         expect(invalid.error?.message).toContain(says);
         expect(app().executionsOf(tag)).toBe(0);
-        expect(await storedRows(key)).toBe(0);
+        expect(await app().storedKeys(key)).toBe(0);
 
         const fixed = await mutate(app().url, path, { tag, cents: 9 }, { 'Idempotency-Key': key });
         expect(fixed.status).toBe(200);
         expect(fixed.data).toEqual({ execution: 1, cents: 9 });
-        expect(await storedRows(key)).toBe(1);
+        expect(await app().storedKeys(key)).toBe(1);
       });
     }
 

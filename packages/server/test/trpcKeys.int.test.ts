@@ -20,14 +20,6 @@ for (const backend of backends) {
   describe(`idempotent(): keys and inputs over HTTP on ${backend}`, () => {
     const app = useTestApp(backend);
 
-    const storedKeys = async (key: string) =>
-      (
-        await rows<{ n: number }>(
-          app().db,
-          sql`select count(*)::int as n from idem_keys where key = ${key}`,
-        )
-      )[0]!.n;
-
     it('refuses a mutation without a key with 400, naming the header and what a key is', async () => {
       const tag = randomUUID();
       const response = await mutate(app().url, 'echo', { tag });
@@ -124,7 +116,7 @@ for (const backend of backends) {
       const quote = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
       const response = await mutate(app().url, 'echo', { tag }, { 'Idempotency-Key': quote(key) });
       expect(response.status).toBe(200);
-      expect(await storedKeys(key)).toBe(1);
+      expect(await app().storedKeys(key)).toBe(1);
       // tRPC's fetch adapter joins repeated fields: a comma in a quoted key reads as two
       // fields "a and b" would, so it is refused rather than guessed at.
       const withComma = await mutate(
@@ -147,8 +139,8 @@ for (const backend of backends) {
       expect(quoted.headers.get('idempotent-replayed')).toBe('true');
       expect(quoted.text).toBe(bare.text);
       expect(app().executionsOf(tag)).toBe(1);
-      expect(await storedKeys(key)).toBe(1);
-      expect(await storedKeys(`"${key}"`)).toBe(0);
+      expect(await app().storedKeys(key)).toBe(1);
+      expect(await app().storedKeys(`"${key}"`)).toBe(0);
     });
 
     it('refuses two Idempotency-Key lines (raw socket) with 400; nothing runs or is stored', async () => {
@@ -194,7 +186,7 @@ for (const backend of backends) {
       expect(response.error?.data.code).toBe('PAYLOAD_TOO_LARGE');
       expect(response.error?.message).toContain('1024 bytes');
       expect(app().executionsOf(tag)).toBe(0);
-      expect(await storedKeys(key)).toBe(0);
+      expect(await app().storedKeys(key)).toBe(0);
       // Bytes, not characters: 400 three-byte characters are over 1024 bytes.
       const wide = await mutate(
         app().url,

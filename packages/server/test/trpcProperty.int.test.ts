@@ -2,9 +2,8 @@ import { initTRPC, TRPCError } from '@trpc/server';
 import { fetchRequestHandler } from '@trpc/server/adapters/fetch';
 import { sql } from 'drizzle-orm';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { rowsOf } from '../src/postgres/rows.js';
-import { type FetchServer, serveFetch } from '../src/testing/serveFetch.js';
 import {
   type IdempotencyRequestContext,
   idempotencyContext,
@@ -12,6 +11,7 @@ import {
   withIdempotencyErrorData,
 } from '../src/trpc/index.js';
 import { keyHeader, user } from './fixtures/requestArbitraries.js';
+import { useFetchServer } from './fixtures/useFetchServer.js';
 import { rows, useDatabase } from './harness.js';
 import { nodePost } from './httpClient.js';
 
@@ -115,12 +115,11 @@ const call = fc.record({ path, body, key: keyHeader, user });
 
 describe('idempotent(): random requests over HTTP on Postgres (property)', () => {
   const database = useDatabase('Postgres');
-  let server: FetchServer | undefined;
-  beforeAll(async () => {
+  const url = useFetchServer(async () => {
     const { db } = database();
     await db.execute(sql`create table property_runs (scope text not null, key text not null)`);
     const router = createRouter(db);
-    server = await serveFetch((req) =>
+    return (req: Request) =>
       fetchRequestHandler({
         endpoint: '/trpc',
         req,
@@ -129,11 +128,7 @@ describe('idempotent(): random requests over HTTP on Postgres (property)', () =>
           ...idempotencyContext(opts),
           user: opts.req.headers.get('x-user') ?? 'anonymous',
         }),
-      }),
-    );
-  });
-  afterAll(async () => {
-    await server?.close();
+      });
   });
 
   it('never a 500, never SQL or a stack, nothing stored that never ran, at most one run per key', async () => {
@@ -142,9 +137,7 @@ describe('idempotent(): random requests over HTTP on Postgres (property)', () =>
       fc.asyncProperty(fc.array(call, { minLength: 1, maxLength: 3 }), async (calls) => {
         // Sent together: duplicates race, as retries do.
         const responses = await Promise.all(
-          calls.map((one) =>
-            post(server!.url, one.path, one.body, { ...one.key, 'x-user': one.user }),
-          ),
+          calls.map((one) => post(url(), one.path, one.body, { ...one.key, 'x-user': one.user })),
         );
         for (const response of responses) {
           expect(response.status).toBeGreaterThanOrEqual(200);

@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { until } from './fixtures/deferred.js';
 import { useTestApp } from './fixtures/testApp.js';
-import { backends, rows, untilLockWaiters } from './harness.js';
+import { backends, countOf, rows, untilLockWaiters } from './harness.js';
 import { idempotencyData, mutate } from './httpClient.js';
 
 for (const backend of backends) {
@@ -11,13 +11,8 @@ for (const backend of backends) {
     const app = useTestApp(backend);
     const keyed = (key: string, user = 'alice') => ({ 'Idempotency-Key': key, 'x-user': user });
 
-    const ordersOf = async (tag: string) =>
-      (
-        await rows<{ n: number }>(
-          app().db,
-          sql`select count(*)::int as n from orders where tag = ${tag}`,
-        )
-      )[0]!.n;
+    const ordersOf = (tag: string) =>
+      countOf(app().db, sql`select count(*)::int as n from orders where tag = ${tag}`);
     const recordOf = async (key: string) =>
       (
         await rows<{ status: string; kind: string | null }>(
@@ -103,9 +98,10 @@ for (const backend of backends) {
       const first = mutate(app().url, 'txOrder', input, keyed(key, user));
       await app().gates.arrived(tag);
       const duplicate = mutate(app().url, 'txOrder', input, keyed(key, user));
-      if (app().databaseUrl) {
+      const { databaseUrl } = app();
+      if (databaseUrl) {
         // Real Postgres: see the duplicate's claim blocked on the first one's row.
-        await untilLockWaiters(app().databaseUrl!, (waiting) => waiting === 1, {
+        await untilLockWaiters(databaseUrl, (waiting) => waiting === 1, {
           what: 'the duplicate to wait on the key',
         });
       } else {

@@ -2,9 +2,8 @@ import { afterAll, beforeAll } from 'vitest';
 import { type IdempotentHandlerOptions, idempotentHandler } from '../../src/fetch/index.js';
 import { type FetchServer, serveFetch } from '../../src/testing/serveFetch.js';
 import { Gates } from '../fixtures/testApp.js';
-import { type BackendName, useDatabase } from '../harness.js';
+import { type BackendName, countKeys, useDatabase } from '../harness.js';
 import type { ContractTarget, IdempotencyAnswer } from './ContractTarget.js';
-import { countKeys } from './trpcTarget.js';
 
 /**
  * `idempotentHandler` around plain Fetch handlers, one per route under `/api/`, in lease

@@ -1,14 +1,7 @@
-import { sql } from 'drizzle-orm';
 import superjson from 'superjson';
 import { useTestApp } from '../fixtures/testApp.js';
-import { type BackendName, rows } from '../harness.js';
+import type { BackendName } from '../harness.js';
 import type { ContractTarget, HttpAnswer, IdempotencyAnswer } from './ContractTarget.js';
-
-/** Counts `idem_keys` rows holding `key`, in any scope. */
-export const countKeys = async (db: Parameters<typeof rows>[0], key: string) =>
-  (
-    await rows<{ n: number }>(db, sql`select count(*)::int as n from idem_keys where key = ${key}`)
-  )[0]!.n;
 
 const bodyOf = (answer: HttpAnswer) =>
   JSON.parse(answer.text) as {
@@ -40,7 +33,7 @@ export function useTrpcTarget(backend: BackendName): () => ContractTarget {
       },
       executionsOf: current.executionsOf,
       gates: current.gates,
-      storedKeys: (key) => countKeys(current.db, key),
+      storedKeys: current.storedKeys,
     };
   };
 }
