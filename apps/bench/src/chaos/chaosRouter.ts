@@ -4,6 +4,7 @@ import { initTRPC } from '@trpc/server';
 import { sql } from 'drizzle-orm';
 import superjson from 'superjson';
 import { z } from 'zod';
+import { required } from '../lib/required.js';
 import { chaosCharges, chaosOrders, chaosProviderCalls } from './chaosSchema.js';
 
 export interface ChaosContext extends IdempotencyRequestContext {
@@ -45,7 +46,11 @@ export function createChaosRouter(db: PgDatabaseLike, server: string) {
           .values({ businessId: input.businessId, amountCents: input.amountCents, server })
           .returning({ id: chaosOrders.id });
         await work();
-        return { businessId: input.businessId, effectId: order!.id, server };
+        return {
+          businessId: input.businessId,
+          effectId: required(order, 'the inserted order').id,
+          server,
+        };
       }),
 
     charge: t.procedure
@@ -64,7 +69,7 @@ export function createChaosRouter(db: PgDatabaseLike, server: string) {
               set: { providerKey: sql`excluded.provider_key` },
             })
             .returning({ id: chaosCharges.id });
-          return { chargeId: row!.id };
+          return { chargeId: required(row, 'the upserted charge').id };
         });
         await work();
         return { businessId: input.businessId, effectId: charge.chargeId, server };

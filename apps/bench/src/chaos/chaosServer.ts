@@ -5,11 +5,11 @@
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { serveParent } from '../lib/child.js';
-import { quiet } from '../lib/config.js';
+import { quiet, requiredEnv } from '../lib/config.js';
 import { serveTrpc } from '../server/serveTrpc.js';
 import { createChaosRouter } from './chaosRouter.js';
 
-const client = postgres(process.env.DATABASE_URL!, {
+const client = postgres(requiredEnv('DATABASE_URL'), {
   ...quiet,
   max: Number(process.env.POOL_MAX ?? 5),
   connect_timeout: 5,

@@ -8,9 +8,9 @@ const run = promisify(execFile);
 
 /** The machine's only cluster: `/etc/postgresql/<version>/main`. */
 function cluster(): string {
-  const versions = readdirSync('/etc/postgresql');
-  if (versions.length === 0) throw new Error('no PostgreSQL cluster under /etc/postgresql');
-  return versions.sort()[versions.length - 1]!;
+  const latest = readdirSync('/etc/postgresql').sort().at(-1);
+  if (latest === undefined) throw new Error('no PostgreSQL cluster under /etc/postgresql');
+  return latest;
 }
 
 /** Restarts the local PostgreSQL (fast shutdown: sessions are cut off) and waits until it answers. */

@@ -1,4 +1,5 @@
 import { type Child, startChild } from '../lib/child.js';
+import { required } from '../lib/required.js';
 
 export interface Crash {
   server: string;
@@ -104,11 +105,15 @@ export async function startFleet(options: FleetOptions) {
     ports: () => slots.filter((slot) => slot.child).map((slot) => slot.port),
     /** SIGKILLs one of the servers that are up, never the last one; returns its id. */
     async killOne(random: () => number): Promise<string | undefined> {
-      const up = slots.filter((slot) => slot.child && !slot.killing);
+      const up = slots.flatMap((slot) =>
+        slot.child && !slot.killing ? [{ slot, child: slot.child }] : [],
+      );
       if (up.length < 2) return undefined;
-      const victim = up[Math.floor(random() * up.length)]!;
+      const { slot: victim, child } = required(
+        up[Math.floor(random() * up.length)],
+        'the server random() drew',
+      );
       victim.killing = true;
-      const child = victim.child!;
       child.kill('SIGKILL');
       await child.exited;
       kills++;

@@ -90,7 +90,7 @@ export async function verify(
     if (
       record?.status !== 'completed' ||
       !isDeepStrictEqual(request.answer, value) ||
-      !execution!.ids.includes(String(effectId))
+      !execution?.ids.includes(String(effectId))
     ) {
       verdict.wrongAnswers++;
       problem(

@@ -19,5 +19,12 @@ export const ADMIN_DATABASE_URL = adminUrl();
 
 export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
+/** An environment variable a child process is started with: its absence is an error naming it. */
+export function requiredEnv(name: string): string {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is not set`);
+  return value;
+}
+
 /** postgres-js prints NOTICEs by default; a benchmark wants quiet output. */
 export const quiet = { onnotice: () => {} } as const;

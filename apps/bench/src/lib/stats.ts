@@ -10,10 +10,9 @@ export interface Summary {
 
 /** The nearest-rank percentile `p` (0–100) of an ascending array; NaN when empty. */
 export function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  if (p <= 0) return sorted[0]!;
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length, rank) - 1]!;
+  const rank = p <= 0 ? 1 : Math.min(sorted.length, Math.ceil((p / 100) * sorted.length));
+  // Out of range only when there is no data.
+  return sorted[rank - 1] ?? Number.NaN;
 }
 
 export function summarize(values: readonly number[]): Summary {
@@ -26,16 +25,34 @@ export function summarize(values: readonly number[]): Summary {
     mean: list.length === 0 ? Number.NaN : sum / list.length,
     p50: percentile(list, 50),
     p99: percentile(list, 99),
-    max: list.length === 0 ? Number.NaN : list[list.length - 1]!,
+    max: list.at(-1) ?? Number.NaN,
   };
 }
 
 /** The median of a few numbers (rounds of one measurement); NaN when empty. */
 export function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+  // Out of range only when there is no data.
+  const upper = sorted[middle] ?? Number.NaN;
+  return sorted.length % 2 === 1 ? upper : ((sorted[middle - 1] ?? Number.NaN) + upper) / 2;
+}
+
+/**
+ * Round by round, `combine` of a measurement and the baseline measured in the same round
+ * (the ratios and differences a side-by-side run reports); a round with no baseline is an
+ * error, not a NaN.
+ */
+export function perRound<T, B>(
+  measured: readonly T[],
+  baseline: readonly B[],
+  combine: (value: T, base: B) => number,
+): number[] {
+  return measured.map((value, round) => {
+    const base = baseline[round];
+    if (base === undefined) throw new Error(`round ${round + 1} has no baseline`);
+    return combine(value, base);
+  });
 }
 
 /** Milliseconds since an arbitrary origin, sub-millisecond. */

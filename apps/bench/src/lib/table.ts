@@ -57,27 +57,26 @@ export function formatTable(
     }),
   );
   const headers = used.map(([, header]) => header);
-  const widths = headers.map((header, column) =>
-    Math.max(header.length, ...cells.map((line) => width(line[column]!))),
-  );
-  const pad = (text: string, column: number) => {
-    const fill = ' '.repeat(widths[column]! - width(text));
-    return used[column]![2] === 'right' ? fill + text : text + fill;
-  };
+  // Every line has a cell in every column: `?? ''` reads in range.
+  const columns = used.map(([, header, align], column) => {
+    const size = Math.max(header.length, ...cells.map((line) => width(line[column] ?? '')));
+    const pad = (text: string) => {
+      const fill = ' '.repeat(size - width(text));
+      return align === 'right' ? fill + text : text + fill;
+    };
+    return { size, align, pad };
+  });
+  const padded = (values: readonly string[]) =>
+    columns.map(({ pad }, column) => pad(values[column] ?? ''));
   if (options.markdown) {
-    const line = (values: readonly string[]) =>
-      `| ${values.map((value, column) => pad(value, column)).join(' | ')} |`;
-    const rule = `|${widths.map((size, column) => (used[column]![2] === 'right' ? `${'-'.repeat(size + 1)}:` : `${'-'.repeat(size + 2)}`)).join('|')}|`;
+    const line = (values: readonly string[]) => `| ${padded(values).join(' | ')} |`;
+    const rule = `|${columns.map(({ size, align }) => (align === 'right' ? `${'-'.repeat(size + 1)}:` : `${'-'.repeat(size + 2)}`)).join('|')}|`;
     return [line(headers), rule, ...cells.map(line)].join('\n');
   }
-  const line = (values: readonly string[]) =>
-    values
-      .map((value, column) => pad(value, column))
-      .join('  ')
-      .trimEnd();
+  const line = (values: readonly string[]) => padded(values).join('  ').trimEnd();
   return [
     line(headers),
-    widths.map((size) => '─'.repeat(size)).join('  '),
+    columns.map(({ size }) => '─'.repeat(size)).join('  '),
     ...cells.map(line),
   ].join('\n');
 }

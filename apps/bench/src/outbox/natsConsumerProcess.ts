@@ -12,11 +12,11 @@ import { connect } from '@nats-io/transport-node';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { serveParent } from '../lib/child.js';
-import { NATS_URL, quiet } from '../lib/config.js';
+import { NATS_URL, quiet, requiredEnv } from '../lib/config.js';
 import { benchEvents, CONSUMER_NAME, recordConsumed } from './events.js';
 
 const concurrency = Number(process.env.CONCURRENCY ?? 4);
-const client = postgres(process.env.DATABASE_URL!, { ...quiet, max: concurrency });
+const client = postgres(requiredEnv('DATABASE_URL'), { ...quiet, max: concurrency });
 const db = drizzle(client);
 const nc = await connect({
   servers: (process.env.NATS_URL ?? NATS_URL).split(','),
@@ -50,7 +50,7 @@ const parent = serveParent({
 });
 
 try {
-  const consumer = await jetstream(nc).consumers.get(process.env.STREAM!, process.env.DURABLE!);
+  const consumer = await jetstream(nc).consumers.get(requiredEnv('STREAM'), requiredEnv('DURABLE'));
   consumption = await consumeJetStream({
     consumer,
     inbox,

@@ -18,10 +18,10 @@ import { connect } from '@nats-io/transport-node';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { serveParent } from '../lib/child.js';
-import { NATS_URL, quiet } from '../lib/config.js';
+import { NATS_URL, quiet, requiredEnv } from '../lib/config.js';
 import { BENCH_TOPIC, benchEvents, CONSUMER_NAME, recordConsumed } from './events.js';
 
-const client = postgres(process.env.DATABASE_URL!, {
+const client = postgres(requiredEnv('DATABASE_URL'), {
   ...quiet,
   max: Number(process.env.POOL_MAX ?? 10),
 });
@@ -30,7 +30,7 @@ let stopPublisher: () => Promise<void> = async () => {};
 
 let publisher: Publisher;
 if (process.env.PUBLISHER === 'nats') {
-  const subject = process.env.SUBJECT!;
+  const subject = requiredEnv('SUBJECT');
   const nats = jetStreamPublisher({
     connection: () => connect({ servers: (process.env.NATS_URL ?? NATS_URL).split(',') }),
     subject: () => subject,

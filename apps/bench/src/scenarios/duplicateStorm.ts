@@ -88,8 +88,12 @@ export async function duplicateStorm(context: RunContext, serverUrl: string): Pr
     );
     const first = values[0];
     const unequal = values.filter((value) => !isDeepStrictEqual(value, first)).length;
+    const [row] = rows;
     const matchesRow =
-      first !== undefined && rows.length === 1 && String(first.orderId) === rows[0]!.id;
+      first !== undefined &&
+      row !== undefined &&
+      rows.length === 1 &&
+      String(first.orderId) === row.id;
 
     const problems: string[] = [];
     if (executions !== 1) problems.push(`${executions} executions, expected 1`);

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createIdempotency } from '@idem/core';
 import { canonicalJson } from '@idem/core/store';
 import { memoryStore } from '@idem/core/testing';
-import { median } from '../lib/stats.js';
+import { median, perRound } from '../lib/stats.js';
 import { formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
 import { judged, type RunContext } from './RunContext.js';
 
@@ -62,7 +62,7 @@ export async function engineVsFloor(context: RunContext): Promise<void> {
     );
   }
 
-  const ratio = median(rates.engine.map((rate, round) => rate / rates.floor[round]!));
+  const ratio = median(perRound(rates.engine, rates.floor, (rate, floor) => rate / floor));
   context.report({
     scenario: 'engine in memory (1 caller)',
     variant: 'floor: Map claim + completion, canonical JSON, SHA-256, JSON.stringify',

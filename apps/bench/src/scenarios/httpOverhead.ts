@@ -1,5 +1,6 @@
 import { type LoadResult, runLoad } from '../lib/loadgen.js';
-import { median } from '../lib/stats.js';
+import { required } from '../lib/required.js';
+import { median, perRound } from '../lib/stats.js';
 import { formatMs, formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
 import { judged, type RunContext } from './RunContext.js';
 
@@ -91,7 +92,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
   }
 
   const ordersCount = async () =>
-    Number((await sql`select count(*)::int as n from bench_orders`)[0]!.n);
+    Number(required((await sql`select count(*)::int as n from bench_orders`)[0], 'a count').n);
 
   for (let round = 0; round < rounds; round++) {
     context.log(`HTTP overhead: round ${round + 1}/${rounds}`);
@@ -186,6 +187,6 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
 /** The median of the per-round ratios of `runs` to `baseline` (round by round). */
 function ratioTo(runs: readonly LoadResult[], baseline: readonly LoadResult[]): number {
   return median(
-    runs.map((result, round) => result.requestsPerSecond / baseline[round]!.requestsPerSecond),
+    perRound(runs, baseline, (result, base) => result.requestsPerSecond / base.requestsPerSecond),
   );
 }

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { startChild } from '../lib/child.js';
 import { runLoad } from '../lib/loadgen.js';
+import { required } from '../lib/required.js';
 import { slope } from '../lib/stats.js';
 import { formatCount, formatMiB, verdictAtMost } from '../lib/table.js';
 import { judged, type RunContext } from './RunContext.js';
@@ -76,8 +77,8 @@ export async function memory(context: RunContext): Promise<void> {
     // Flat = the least-squares trend over the 100k requests adds at most 10 % to the
     // warmed-up baseline. (Single samples of RSS jump by tens of MiB as V8 and malloc grow
     // and return arenas; a leak shows as a steady slope.)
-    const first = samples[0]!;
-    const last = samples[samples.length - 1]!;
+    const first = required(samples[0], 'the first memory sample');
+    const last = required(samples.at(-1), 'the last memory sample');
     const trend = (values: number[]) => slope(values) * (values.length - 1);
     const rssTrend = trend(samples.map((sample) => sample.rss));
     const heapTrend = trend(samples.map((sample) => sample.heapUsed));

@@ -6,6 +6,7 @@ import postgres from 'postgres';
 import { type Child, startChild } from '../lib/child.js';
 import { onCleanup } from '../lib/cleanup.js';
 import { NATS_URL, quiet } from '../lib/config.js';
+import { required } from '../lib/required.js';
 import { nowMs } from '../lib/stats.js';
 import { formatCount, formatMs, formatRate, verdictAtLeast } from '../lib/table.js';
 import { runWorkers } from '../lib/workers.js';
@@ -222,7 +223,7 @@ async function pipeline(
   }[publisher];
   const label = `${where}, ${relays} relay${relays > 1 ? 's' : ''}`;
   const consumedCount = async () =>
-    Number((await sql`select count(*)::int as n from bench_consumed`)[0]!.n);
+    Number(required((await sql`select count(*)::int as n from bench_consumed`)[0], 'a count').n);
   const waitForConsumed = async (expected: number) => {
     const deadline = Date.now() + (quick ? 60_000 : 300_000);
     let lastLog = 0;
@@ -231,7 +232,7 @@ async function pipeline(
         lastLog = Date.now();
         const [row] =
           await sql`select count(*)::int as unsent, (select count(*)::int from bench_consumed) as consumed from idem_outbox`;
-        context.log(`trace: outbox unsent ${row!.unsent} consumed ${row!.consumed}`);
+        context.log(`trace: outbox unsent ${row?.unsent} consumed ${row?.consumed}`);
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -292,7 +293,7 @@ async function pipeline(
     const [throughput] = await sql<{ span_ms: number }[]>`
       select extract(epoch from max(consumed_at) - min(created_at)) * 1000 as span_ms
       from bench_consumed where n < ${burst}`;
-    const rate = (burst / Number(throughput!.span_ms)) * 1000;
+    const rate = (burst / Number(required(throughput, 'the burst span').span_ms)) * 1000;
 
     // Lag: half that rate, sustained.
     const pacedRate = Math.max(10, Math.floor(rate / 2));
@@ -308,9 +309,9 @@ async function pipeline(
         percentile_disc(0.99) within group (order by extract(epoch from consumed_at - created_at) * 1000)
           filter (where n >= ${burst} and n < ${WARM_UP_FIRST}) as p99
       from bench_consumed`;
-    const { distinct, p50, p99 } = stats!;
+    const { consumed, distinct, p50, p99 } = required(stats, 'the consumption stats');
     const expected = warmUp + burst + paced;
-    const duplicates = stats!.consumed - distinct;
+    const duplicates = consumed - distinct;
     const lost = expected - distinct;
     if (duplicates > 0) context.fail(`outbox ${label}: ${duplicates} events handled twice`);
     if (lost > 0)

@@ -7,7 +7,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { createClient } from 'redis';
 import { quiet } from '../lib/config.js';
-import { median, summarize } from '../lib/stats.js';
+import { median, perRound, summarize } from '../lib/stats.js';
 import { formatMs, formatRate, formatRatio } from '../lib/table.js';
 import { runWorkers, type WorkersResult } from '../lib/workers.js';
 import type { RunContext } from './RunContext.js';
@@ -72,8 +72,10 @@ export async function redisStore(context: RunContext): Promise<void> {
         p99: formatMs(latency.p99),
         ratio: formatRatio(
           median(
-            results[name].map(
-              (result, round) => result.perSecond / results.drizzle[round]!.perSecond,
+            perRound(
+              results[name],
+              results.drizzle,
+              (result, base) => result.perSecond / base.perSecond,
             ),
           ),
         ),

@@ -1,5 +1,5 @@
 import { profileServer, type ServerProfile } from '../lib/profileServer.js';
-import { median } from '../lib/stats.js';
+import { median, perRound } from '../lib/stats.js';
 import { formatRate, verdictAtMost } from '../lib/table.js';
 import { judged, type RunContext } from './RunContext.js';
 
@@ -57,7 +57,8 @@ export async function serverCpu(context: RunContext): Promise<void> {
   const addedBy = (
     mode: 'leaseFloor' | 'lease',
     measure: 'cpuPerRequestUs' | 'busyPerRequestUs' = 'cpuPerRequestUs',
-  ) => median(runs[mode].map((profile, round) => profile[measure] - runs.plain[round]![measure]));
+  ) =>
+    median(perRound(runs[mode], runs.plain, (profile, plain) => profile[measure] - plain[measure]));
   context.report({
     scenario,
     variant: "server CPU added per request by the floor's two statements",

@@ -5,7 +5,7 @@ import type { Logger } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { quiet } from '../lib/config.js';
-import { median, summarize } from '../lib/stats.js';
+import { median, perRound, summarize } from '../lib/stats.js';
 import { formatMs, formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
 import { runWorkers, type WorkersResult } from '../lib/workers.js';
 import { judged, type RunContext } from './RunContext.js';
@@ -108,9 +108,14 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
       }
     }
 
-    const ratioTo = (name: keyof typeof variants) =>
+    /** The median per-round ratio of `name`'s rate to `baseline`'s. */
+    const ratioTo = (name: keyof typeof variants, baseline: keyof typeof variants = 'prepared') =>
       median(
-        results[name].map((result, round) => result.perSecond / results.prepared[round]!.perSecond),
+        perRound(
+          results[name],
+          results[baseline],
+          (result, base) => result.perSecond / base.perSecond,
+        ),
       );
     const row = (name: keyof typeof variants, variant: string) => {
       const latency = summarize(results[name].flatMap((result) => result.latencies));
@@ -133,7 +138,7 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
       ...row('store', 'drizzleStore claim + complete'),
       target: '≥ 0.80× floor',
       verdict: judged(context, verdictAtLeast(storeRatio, 0.8)),
-      note: `${formatRatio(median(results.store.map((result, round) => result.perSecond / results.unprepared[round]!.perSecond)))} of the unprepared`,
+      note: `${formatRatio(ratioTo('store', 'unprepared'))} of the unprepared`,
     });
   } finally {
     await client.end({ timeout: 5 });
@@ -150,10 +155,11 @@ function allIndices(params: readonly unknown[], value: unknown, what: string): n
 
 function onlyIndex(params: readonly unknown[], value: unknown, what: string): number {
   const indices = params.flatMap((param, index) => (param === value ? [index] : []));
-  if (indices.length !== 1) {
+  const [index] = indices;
+  if (index === undefined || indices.length !== 1) {
     throw new Error(
       `cannot find the ${what} among the captured parameters (${indices.length} matches)`,
     );
   }
-  return indices[0]!;
+  return index;
 }

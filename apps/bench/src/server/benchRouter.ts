@@ -5,6 +5,7 @@ import { initTRPC, TRPCError } from '@trpc/server';
 import type { Sql } from 'postgres';
 import superjson from 'superjson';
 import { z } from 'zod';
+import { required } from '../lib/required.js';
 import { benchOrders } from './schema.js';
 
 export interface BenchContext extends IdempotencyRequestContext {
@@ -43,7 +44,11 @@ export function createBenchRouter(db: PgDatabaseLike, client: Sql) {
       .insert(benchOrders)
       .values({ principal, sku: input.sku, quantity: input.quantity, ref: input.ref })
       .returning({ id: benchOrders.id });
-    return { orderId: row!.id, sku: input.sku, quantity: input.quantity };
+    return {
+      orderId: required(row, 'the inserted order').id,
+      sku: input.sku,
+      quantity: input.quantity,
+    };
   };
 
   return t.router({

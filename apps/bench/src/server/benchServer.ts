@@ -6,11 +6,11 @@
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { serveParent } from '../lib/child.js';
-import { quiet } from '../lib/config.js';
+import { quiet, requiredEnv } from '../lib/config.js';
 import { createBenchRouter } from './benchRouter.js';
 import { serveTrpc } from './serveTrpc.js';
 
-const client = postgres(process.env.DATABASE_URL!, {
+const client = postgres(requiredEnv('DATABASE_URL'), {
   ...quiet,
   max: Number(process.env.POOL_MAX ?? 10),
 });

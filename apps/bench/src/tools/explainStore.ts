@@ -14,6 +14,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { onCleanup, runMain } from '../lib/cleanup.js';
 import { quiet } from '../lib/config.js';
+import { required } from '../lib/required.js';
 import { createScratchDatabase } from '../lib/scratchDatabase.js';
 
 const SCOPE = 'tenant:explain/orders.create';
@@ -85,7 +86,7 @@ runMain(async () => {
   captured.length = 0;
   const claimed = await store.claim(request);
   if (claimed.status !== 'claimed') throw new Error(claimed.status);
-  const claimStatement = captured[0]!;
+  const claimStatement = required(captured[0], 'the claim statement');
   const other = await store.claim({ ...request, key: 'other-key' });
   if (other.status !== 'claimed') throw new Error(other.status);
   captured.length = 0;
@@ -96,9 +97,10 @@ runMain(async () => {
   );
   const createdAt = new Date(claimed.record.createdAt).toISOString();
   const otherCreatedAt = new Date(other.record.createdAt).toISOString();
+  const completion = required(captured[0], 'the completion statement');
   const completeStatement = {
-    text: captured[0]!.text,
-    params: captured[0]!.params.map((param) =>
+    text: completion.text,
+    params: completion.params.map((param) =>
       param === 'fresh-key' ? 'other-key' : param === createdAt ? otherCreatedAt : param,
     ),
   };
@@ -113,7 +115,7 @@ runMain(async () => {
   console.log(
     `a claim of a completed key answers "${replay.status}" after ${captured.length} statements`,
   );
-  const [replayClaim] = captured as [typeof claimStatement];
+  const replayClaim = required(captured[0], 'the claim of the completed key');
 
   await explain('claim, new key', {
     ...claimStatement,
@@ -126,7 +128,7 @@ runMain(async () => {
 
   captured.length = 0;
   await sweepExpired({ db: drizzle(sql, { logger }), batchSize: 1_000, maxBatches: 1 });
-  await explain('one sweep batch (1,000 rows)', captured[0]!);
+  await explain('one sweep batch (1,000 rows)', required(captured[0], 'the sweep statement'));
   return 0;
 });
 

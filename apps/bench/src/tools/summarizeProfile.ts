@@ -6,6 +6,7 @@
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { entry } from '../lib/required.js';
 
 interface ProfileNode {
   id: number;
@@ -67,7 +68,7 @@ export function summarizeProfile(
   const byFunction = new Map<string, number>();
   const inclusive = new Map<string, number>();
   for (const [id, time] of selfTime) {
-    const { functionName, url, lineNumber } = nodes.get(id)!.callFrame;
+    const { functionName, url, lineNumber } = entry(nodes, id, 'profile node').callFrame;
     const pkg = packageOf(url, functionName);
     byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + time);
     const name = `${functionName || '(anonymous)'} (${pkg}:${lineNumber + 1})`;
@@ -78,7 +79,7 @@ export function summarizeProfile(
       current !== undefined;
       current = parents.get(current)
     ) {
-      const frame = nodes.get(current)!.callFrame;
+      const frame = entry(nodes, current, 'profile node').callFrame;
       if (!functions.includes(frame.functionName)) continue;
       const key = `${frame.functionName} (${packageOf(frame.url, frame.functionName)})`;
       if (seen.has(key)) continue;
@@ -117,8 +118,9 @@ export function mainProfileIn(path: string): string {
   const files = readdirSync(path)
     .filter((file) => file.endsWith('.cpuprofile'))
     .map((file) => join(path, file));
-  if (files.length === 0) throw new Error(`no .cpuprofile in ${path}`);
-  return files.sort((a, b) => statSync(b).size - statSync(a).size)[0]!;
+  const [largest] = files.sort((a, b) => statSync(b).size - statSync(a).size);
+  if (largest === undefined) throw new Error(`no .cpuprofile in ${path}`);
+  return largest;
 }
 
 if (process.argv[1]?.endsWith('summarizeProfile.ts')) {
