@@ -2,7 +2,7 @@
 // (`tally`) and how long the loop waits after it (`nextWait`).
 import { backoffDelay } from '@idem/core';
 import { manualClock, seededRandom } from '@idem/core/testing';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ClaimedEvent } from '../src/outbox/relay/claimBatch.js';
 import {
   initialLoopState,
@@ -16,6 +16,10 @@ import {
 } from '../src/outbox/relay/nextWait.js';
 import type { PublishAttempt } from '../src/outbox/relay/publishClaimed.js';
 import type { RelayRound } from '../src/outbox/relay/Relay.js';
+import type { RelayOptions } from '../src/outbox/relay/RelayOptions.js';
+import { relayLifecycle } from '../src/outbox/relay/relayLifecycle.js';
+import type { LoopHost } from '../src/outbox/relay/relayLoop.js';
+import { relaySettings } from '../src/outbox/relay/relaySettings.js';
 import { createSleeper } from '../src/outbox/relay/sleeper.js';
 import { addTally, NO_TOTALS, type RoundTally, tally } from '../src/outbox/relay/tally.js';
 
@@ -314,5 +318,90 @@ describe('the relay’s sleeper', () => {
     clock.advance(100);
     await timed;
     expect(clock.pendingTimers()).toBe(0);
+  });
+});
+
+describe('the relay’s lifecycle', () => {
+  /** A loop host without a database: every round claims nothing, and waits a poll. */
+  const fakeHost = () => {
+    const clock = manualClock();
+    const sleeper = createSleeper(clock);
+    const settings = relaySettings({
+      db: {} as RelayOptions['db'],
+      publisher: recordingNothing,
+      clock,
+    });
+    let state = initialLoopState(settings);
+    let rounds = 0;
+    const host: LoopHost = {
+      settings,
+      state: () => state,
+      update(next) {
+        state = next;
+        sleeper.cutShort((wait) => waitIsOver(state, wait));
+      },
+      claim: async () => ({ token: 't', claimed: [] }),
+      async finish() {
+        rounds++;
+        return tally({ claimed: [], attempts: [], settled: new Set(), nowMs: 0 });
+      },
+      cleanup: async () => 0,
+      sleep: async (wait) => {
+        if (!waitIsOver(state, wait)) await sleeper.sleep(wait);
+      },
+      emit: () => {},
+    };
+    return { host, clock, rounds: () => rounds };
+  };
+  const recordingNothing = { publish: async () => {} };
+
+  it('starts, sleeps between empty rounds, and stops out of a sleep', async () => {
+    const { host, clock, rounds } = fakeHost();
+    const lifecycle = relayLifecycle(host, async () => undefined);
+    await lifecycle.start();
+    expect(lifecycle.running).toBe(true);
+    await vi.waitFor(() => expect(clock.pendingTimers()).toBe(1));
+    expect(rounds()).toBe(1);
+    await lifecycle.stop();
+    expect(lifecycle.running).toBe(false);
+    expect(host.state().status).toBe('stopped');
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('backs out of a start that a stop overtook while it subscribed', async () => {
+    const { host } = fakeHost();
+    let unsubscribed = 0;
+    let subscribed: (unlisten: () => Promise<void>) => void = () => {};
+    const lifecycle = relayLifecycle(
+      host,
+      () =>
+        new Promise((resolve) => {
+          subscribed = resolve;
+        }),
+    );
+    const starting = lifecycle.start();
+    expect(lifecycle.running).toBe(true);
+    await lifecycle.stop();
+    subscribed(async () => {
+      unsubscribed++;
+    });
+    await starting;
+    expect(unsubscribed).toBe(1);
+    expect(host.state().status).toBe('stopped');
+  });
+
+  it('is stopped, and can start again, even when unsubscribing fails', async () => {
+    const { host } = fakeHost();
+    const lifecycle = relayLifecycle(host, async () => async () => {
+      throw new Error('connection gone');
+    });
+    await lifecycle.start();
+    const stopping = lifecycle.stop();
+    const restarting = lifecycle.start();
+    await expect(stopping).rejects.toThrow('connection gone');
+    await restarting;
+    expect(host.state().status).toBe('running');
+    await expect(lifecycle.stop()).rejects.toThrow('connection gone');
+    expect(host.state().status).toBe('stopped');
   });
 });

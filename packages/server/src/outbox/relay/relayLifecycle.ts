@@ -35,7 +35,8 @@ export function relayLifecycle(
       return status() === 'starting' || status() === 'running';
     },
     async start() {
-      if (status() === 'stopping') await handles.stopped;
+      // The stop's own caller hears how it ended.
+      if (status() === 'stopping') await handles.stopped?.catch(() => undefined);
       if (status() !== 'stopped') return;
       host.update({ ...host.state(), status: 'starting' });
       const unlisten = host.settings.listen ? await subscribe() : undefined;
@@ -52,10 +53,14 @@ export function relayLifecycle(
       host.update({ ...host.state(), status: 'stopping' });
       const { loop, unlisten } = handles;
       const stopped = (async () => {
-        await loop;
-        await unlisten?.();
-        handles = {};
-        host.update({ ...host.state(), status: 'stopped' });
+        try {
+          await loop;
+          await unlisten?.();
+        } finally {
+          // Stopped even if unsubscribing failed (stop() rejects with it): it can start again.
+          handles = {};
+          host.update({ ...host.state(), status: 'stopped' });
+        }
       })();
       handles = { stopped };
       return stopped;
