@@ -56,7 +56,8 @@ export function createAppRouter(
 
   const placeOrder = async (callId: string): Promise<PlacedOrder> => {
     const [row] = await db.insert(placed).values({ callId }).returning();
-    return { callId, execution: row!.execution };
+    if (!row) throw new Error(`the insert of call ${callId} returned no row`);
+    return { callId, execution: row.execution };
   };
 
   return t.router({

@@ -163,6 +163,6 @@ it('one client, 30 % of replies dropped, the server restarted mid-run: the defau
   for (const outcome of outcomes) {
     const callRows = rowsByCall.get(outcome.callId);
     expect(callRows, outcome.callId).toHaveLength(1);
-    expect(outcome.result.ok && outcome.result.value).toEqual(callRows![0]);
+    expect(outcome.result.ok && outcome.result.value).toEqual(callRows?.[0]);
   }
 });

@@ -30,17 +30,21 @@ export function readmeBlocks(root: string, language: string): ReadmeBlock[] {
 function blocksOf(markdown: string, language: string) {
   const found: { heading: string; code: string; line: number }[] = [];
   let heading = '(top)';
+  /** The first line of the block being read, if one is open. */
+  let start: number | undefined;
   const lines = markdown.split('\n');
-  for (let index = 0; index < lines.length; index++) {
-    const line = lines[index]!;
-    if (line.startsWith('#')) heading = line.replace(/^#+\s*/, '');
-    if (line.trim() === `\`\`\`${language}`) {
-      const start = index + 1;
-      let end = start;
-      while (end < lines.length && lines[end]!.trim() !== '```') end++;
-      found.push({ heading, code: lines.slice(start, end).join('\n'), line: start });
-      index = end;
+  for (const [index, line] of lines.entries()) {
+    if (start === undefined) {
+      if (line.startsWith('#')) heading = line.replace(/^#+\s*/, '');
+      if (line.trim() === `\`\`\`${language}`) start = index + 1;
+    } else if (line.trim() === '```') {
+      found.push({ heading, code: lines.slice(start, index).join('\n'), line: start });
+      start = undefined;
     }
+  }
+  // A block left open runs to the end.
+  if (start !== undefined) {
+    found.push({ heading, code: lines.slice(start).join('\n'), line: start });
   }
   return found;
 }

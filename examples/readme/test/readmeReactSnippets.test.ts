@@ -118,10 +118,15 @@ afterEach(() => {
 
 /** Mounts `component` from snippet `index`, inside the providers an app puts around it. */
 async function mount(index: number) {
-  const block = blocks[index]!;
+  const block = blocks[index];
+  if (!block) throw new Error(`no React snippet ${index}`);
   const file = `${dir}snippet-${String(index).padStart(2, '0')}.tsx`;
   writeFileSync(file, `// ${block.readme} (line ${block.line})\n${block.code}\n`);
   const snippet = (await import(/* @vite-ignore */ file)) as Record<string, ComponentType>;
+  const component = snippet[block.component];
+  if (!component) {
+    throw new Error(`${block.readme} (line ${block.line}) exports no ${block.component}`);
+  }
   const { TRPCProvider } = (await import(/* @vite-ignore */ `${dir}trpc.ts`)) as {
     TRPCProvider: ComponentType<Record<string, unknown>>;
   };
@@ -136,13 +141,17 @@ async function mount(index: number) {
           createElement(
             TRPCProvider,
             { trpcClient: server.client, queryClient },
-            createElement(snippet[block.component]!, PROPS[block.component] as never),
+            createElement(component, PROPS[block.component] as never),
           ),
         ),
       ),
     );
   await render();
-  const button = () => container.querySelector('button')!;
+  const button = () => {
+    const found = container.querySelector('button');
+    if (!found) throw new Error(`${block.component} rendered no button`);
+    return found;
+  };
   /** Clicks `times` times in one go, then waits for every call to settle. */
   const click = async (times = 1) => {
     await act(async () => {
@@ -194,7 +203,8 @@ describe('README React snippets, rendered and clicked', () => {
     expect(stored()).toBe(before);
 
     await click();
-    const paid = server.keysSent[0]!;
+    const [paid] = server.keysSent;
+    if (paid === undefined) throw new Error('the click sent no key');
     expect(before).toContain(paid);
     // Paid: the intent is settled, and the next Pay (even after a reload) has a new key.
     expect(stored()).not.toContain(paid);

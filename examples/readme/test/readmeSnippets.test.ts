@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { installLines, installProject, outsideEnv, root } from './outsideInstall.js';
@@ -46,7 +46,8 @@ interface Project {
 const readmes = new Map(
   [...new Set([...blocks, ...reactBlocks].map((block) => block.readme))].map((readme) => {
     const lines = installLines(shBlocks.filter((b) => b.readme === readme).map((b) => b.code));
-    const slug = readme === 'README.md' ? 'root' : readme.split('/')[1]!;
+    // packages/<name>/README.md → <name>
+    const slug = readme === 'README.md' ? 'root' : basename(dirname(readme));
     const tools = ['tsx'];
     if (reactBlocks.some((block) => block.readme === readme)) {
       tools.push('typescript', '@types/react');
@@ -61,9 +62,17 @@ const readmes = new Map(
     return [readme, { lines, app, tests }] as const;
   }),
 );
+/** The projects of a README with snippets (every key of `readmes`). */
+const projectsOf = (readme: string) => {
+  const projects = readmes.get(readme);
+  if (!projects) throw new Error(`no projects for ${readme}`);
+  return projects;
+};
 const projectOf = (block: ReadmeBlock) => {
-  const { app, tests } = readmes.get(block.readme)!;
-  return isTestFile(block) ? tests! : app;
+  const { app, tests } = projectsOf(block.readme);
+  if (!isTestFile(block)) return app;
+  if (!tests) throw new Error(`${block.readme} has a vitest snippet but no tests project`);
+  return tests;
 };
 
 beforeAll(async () => {
@@ -103,10 +112,10 @@ describe('README snippets run as written', () => {
         writeFileSync(file, block.code);
         const bin = join(dir, 'node_modules/.bin');
         // The vitest run has the project's own defaults: no config of the workspace's.
-        const [binary, ...args] = testFile
-          ? [join(bin, 'vitest'), 'run', file, '--testTimeout=120000', '--hookTimeout=120000']
-          : [join(bin, 'tsx'), file];
-        const { stderr } = await run(binary!, args, {
+        const [binary, args]: [string, string[]] = testFile
+          ? [join(bin, 'vitest'), ['run', file, '--testTimeout=120000', '--hookTimeout=120000']]
+          : [join(bin, 'tsx'), [file]];
+        const { stderr } = await run(binary, args, {
           cwd: dir,
           timeout: SNIPPET_TIMEOUT_MS,
           env: { ...outsideEnv(), NODE_NO_WARNINGS: '1' },
@@ -168,7 +177,7 @@ describe('README React snippets compile as written', () => {
     it(
       `type-checks every \`\`\`tsx block of ${readme} against an app router`,
       async () => {
-        const dir = join(readmes.get(readme)!.app.dir, 'react');
+        const dir = join(projectsOf(readme).app.dir, 'react');
         mkdirSync(dir, { recursive: true });
         writeFileSync(join(dir, 'trpc.ts'), TRPC_MODULE);
         const names = reactBlocks

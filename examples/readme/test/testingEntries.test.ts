@@ -45,8 +45,11 @@ function reportedValues(packageDir: string, specifier: string): string[] {
   const section = report.split(/^## /m).find((text) => text.startsWith(`${specifier} (`));
   if (!section) throw new Error(`${specifier} has no section in its api-report.md`);
   return [...section.matchAll(/^- `(\w+)`: (.+)$/gm)]
-    .filter(([, , kind]) => /\b(function|const|let|class|enum)\b/.test(kind!))
-    .map(([, name]) => name!)
+    .flatMap(([, name, kind]) =>
+      name !== undefined && kind !== undefined && /\b(function|const|let|class|enum)\b/.test(kind)
+        ? [name]
+        : [],
+    )
     .sort();
 }
 
