@@ -44,7 +44,7 @@ function reportedValues(packageDir: string, specifier: string): string[] {
   const report = readFileSync(join(packageDir, 'api-report.md'), 'utf8');
   const section = report.split(/^## /m).find((text) => text.startsWith(`${specifier} (`));
   if (!section) throw new Error(`${specifier} has no section in its api-report.md`);
-  return [...section.matchAll(/^- `(\w+)`: (.+)$/gm)]
+  return [...section.matchAll(/^### `(\w+)`: (.+)$/gm)]
     .flatMap(([, name, kind]) =>
       name !== undefined && kind !== undefined && /\b(function|const|let|class|enum)\b/.test(kind)
         ? [name]
