@@ -1,4 +1,4 @@
-import { type Clock, type JsonValue, LeaseLostError } from '@idem/core';
+import { type Clock, LeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
@@ -7,8 +7,6 @@ import {
   type IdempotencyStore,
   isExpired,
   type LeaseToken,
-  type StoredOutcome,
-  type SweepOptions,
 } from '@idem/core/store';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
