@@ -1,7 +1,23 @@
 import { createTRPCUntypedClient } from '@trpc/client';
+import { afterEach, beforeEach, vi } from 'vitest';
 import type { KeyedRetryLinkOptions, RetryEvent } from '../src/links/KeyedRetryLinkOptions.js';
 import { keyedRetryLink } from '../src/links/keyedRetryLink.js';
 import { scriptedLink } from './scriptedLink.js';
+
+/**
+ * Fake timers in every test of the file that calls it (before its `describe`s), and real
+ * ones again after each, with mocks restored and stubbed environment variables undone.
+ */
+export function fakeTimersPerTest(): void {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+    vi.unstubAllEnvs();
+  });
+}
 
 /** Settles a promise into a value, so a rejection is never unhandled while timers run. */
 export async function settle<T>(

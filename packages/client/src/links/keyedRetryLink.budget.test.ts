@@ -2,21 +2,14 @@ import { isRetryBudgetExhaustedError, RetryBudget } from '@idem/core';
 import { seededRandom } from '@idem/core/testing';
 import { TRPCClientError } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { KEYED, settle, setup } from '../../test/retryLinkHarness.js';
+import { describe, expect, it, vi } from 'vitest';
+import { fakeTimersPerTest, KEYED, settle, setup } from '../../test/retryLinkHarness.js';
 import { classifyError } from '../classifyError.js';
 import { isOutcomeUnknown } from '../isOutcomeUnknown.js';
 
 // The retry budget: what a retry costs, what a success refunds, what an empty one does.
 
-beforeEach(() => {
-  vi.useFakeTimers();
-});
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-  vi.unstubAllEnvs();
-});
+fakeTimersPerTest();
 
 describe('keyedRetryLink: budget', () => {
   it('fails at once with RetryBudgetExhaustedError when the budget is empty', async () => {

@@ -1,8 +1,8 @@
 import { RetryBudget } from '@idem/core';
 import { createTRPCUntypedClient, TRPCClientError, type TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { KEYED, settle, setup } from '../../test/retryLinkHarness.js';
+import { describe, expect, it, vi } from 'vitest';
+import { fakeTimersPerTest, KEYED, settle, setup } from '../../test/retryLinkHarness.js';
 import { scriptedLink } from '../../test/scriptedLink.js';
 import { isOutcomeUnknown } from '../isOutcomeUnknown.js';
 import { idempotencyLink } from './idempotencyLink.js';
@@ -11,14 +11,7 @@ import { keyedRetryLink } from './keyedRetryLink.js';
 
 // Ending a call or an attempt: the caller's signal, unsubscribing, attemptTimeoutMs.
 
-beforeEach(() => {
-  vi.useFakeTimers();
-});
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-  vi.unstubAllEnvs();
-});
+fakeTimersPerTest();
 
 describe('keyedRetryLink: cancellation', () => {
   it('aborting the signal during a backoff sleep fails the call at once and sends nothing more', async () => {

@@ -2,20 +2,13 @@ import { seededRandom } from '@idem/core/testing';
 import type { TRPCClientError } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
 import fc from 'fast-check';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { KEYED, settle, setup } from '../../test/retryLinkHarness.js';
+import { describe, expect, it, vi } from 'vitest';
+import { fakeTimersPerTest, KEYED, settle, setup } from '../../test/retryLinkHarness.js';
 import { isOutcomeUnknown } from '../isOutcomeUnknown.js';
 
 // How long the link waits: backoff with full jitter, Retry-After's floor, the deadline.
 
-beforeEach(() => {
-  vi.useFakeTimers();
-});
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-  vi.unstubAllEnvs();
-});
+fakeTimersPerTest();
 
 describe('keyedRetryLink: delays', () => {
   it('every delay lies in [0, min(maxDelayMs, baseDelayMs · 2^n)] (property)', async () => {

@@ -1,8 +1,8 @@
 import { ConfigurationError } from '@idem/core';
 import { createTRPCUntypedClient, TRPCClientError } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { KEYED, settle, setup } from '../../test/retryLinkHarness.js';
+import { describe, expect, it, vi } from 'vitest';
+import { fakeTimersPerTest, KEYED, settle, setup } from '../../test/retryLinkHarness.js';
 import { scriptedLink } from '../../test/scriptedLink.js';
 import { idempotencyLink } from './idempotencyLink.js';
 import { keyedRetryLink } from './keyedRetryLink.js';
@@ -10,14 +10,7 @@ import { keyedRetryLink } from './keyedRetryLink.js';
 // What is retried, and the options. The delays, the budget and cancellation have files
 // of their own (keyedRetryLink.*.test.ts); decideRetry.test.ts tests each decision alone.
 
-beforeEach(() => {
-  vi.useFakeTimers();
-});
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-  vi.unstubAllEnvs();
-});
+fakeTimersPerTest();
 
 describe('keyedRetryLink: what is retried', () => {
   it('retries a query until it succeeds and returns its data', async () => {
