@@ -5,8 +5,6 @@ import {
   endedSpan,
   errorTypeOf,
   lazyInstruments,
-  SECONDS_BUCKETS,
-  seconds,
   type TelemetryOptions,
 } from './telemetryProviders.js';
 
@@ -91,17 +89,15 @@ export function idempotencyTelemetry(
   options: IdempotencyTelemetryOptions = {},
 ): IdempotencyTelemetry {
   const procedureOf = options.procedureOf ?? defaultProcedureOf;
-  const instruments = lazyInstruments(options, (meter, tracer) => {
+  const instruments = lazyInstruments(options, ({ counter, durations, tracer }) => {
     const counters: Partial<Record<string, Counter>> = {};
     for (const [type, [name, unit, description]] of Object.entries(COUNTERS)) {
-      counters[type] = meter.createCounter(name, { unit, description });
+      counters[type] = counter(name, unit, description);
     }
-    const duration = meter.createHistogram('idem.key.duration', {
-      unit: 's',
-      description:
-        'Time from the start of an idempotent call to its outcome (executed, replayed, in_progress, mismatch, released, lease_lost).',
-      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
-    });
+    const duration = durations(
+      'idem.key.duration',
+      'Time from the start of an idempotent call to its outcome (executed, replayed, in_progress, mismatch, released, lease_lost).',
+    );
     return { counters, duration, tracer };
   });
 
@@ -120,7 +116,7 @@ export function idempotencyTelemetry(
     const outcome = OUTCOME_OF[event.type];
     if (outcome === undefined) return;
     const ended = { ...attributes, 'idem.outcome': outcome };
-    duration.record(seconds(event.durationMs), ended);
+    duration.recordMs(event.durationMs, ended);
 
     const failed = event.error !== undefined || event.type === 'lease_lost';
     endedSpan(tracer, {

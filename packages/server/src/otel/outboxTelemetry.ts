@@ -1,13 +1,12 @@
-import { type Attributes, type Meter, SpanKind, type Tracer } from '@opentelemetry/api';
+import { type Attributes, SpanKind } from '@opentelemetry/api';
 import type { EnqueueEvent } from '../outbox/defineEvents.js';
 import type { ConsumerEvent } from '../outbox/inbox/idempotentConsumer.js';
 import type { RelayEvent } from '../outbox/relay/RelayEvent.js';
 import {
   endedSpan,
   errorTypeOf,
+  type InstrumentMaker,
   lazyInstruments,
-  SECONDS_BUCKETS,
-  seconds,
   type TelemetryOptions,
 } from './telemetryProviders.js';
 
@@ -51,41 +50,42 @@ export function outboxTelemetry(options: TelemetryOptions = {}): OutboxTelemetry
 
 type OutboxInstruments = ReturnType<typeof outboxInstruments>;
 
-function outboxInstruments(meter: Meter, tracer: Tracer) {
+function outboxInstruments({ counter, durations, tracer }: InstrumentMaker) {
   return {
     tracer,
-    enqueued: meter.createCounter('idem.outbox.enqueued', {
-      unit: '{event}',
-      description: 'Events written to the outbox (in the producing transaction).',
-    }),
-    published: meter.createCounter('idem.outbox.published', {
-      unit: '{event}',
-      description:
-        'Events a relay published and settled (deleted, or marked sent with retainSentMs).',
-    }),
-    retries: meter.createCounter('idem.outbox.retries', {
-      unit: '{retry}',
-      description: 'Failed publishes that will be retried after a backoff.',
-    }),
-    deadLettered: meter.createCounter('idem.outbox.dead_lettered', {
-      unit: '{event}',
-      description: 'Events that failed maxAttempts times and were dead-lettered.',
-    }),
-    publishLag: meter.createHistogram('idem.outbox.publish.lag', {
-      unit: 's',
-      description: 'Time from the producing transaction to the relay settling the event.',
-      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
-    }),
-    handled: meter.createCounter('idem.inbox.handled', {
-      unit: '{event}',
-      description: 'Deliveries handled by an idempotent consumer: processed, duplicate or failed.',
-    }),
-    consumeLag: meter.createHistogram('idem.outbox.consume.lag', {
-      unit: 's',
-      description:
-        "Time from the producing transaction to the commit of a consumer's handling of the event.",
-      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
-    }),
+    enqueued: counter(
+      'idem.outbox.enqueued',
+      '{event}',
+      'Events written to the outbox (in the producing transaction).',
+    ),
+    published: counter(
+      'idem.outbox.published',
+      '{event}',
+      'Events a relay published and settled (deleted, or marked sent with retainSentMs).',
+    ),
+    retries: counter(
+      'idem.outbox.retries',
+      '{retry}',
+      'Failed publishes that will be retried after a backoff.',
+    ),
+    deadLettered: counter(
+      'idem.outbox.dead_lettered',
+      '{event}',
+      'Events that failed maxAttempts times and were dead-lettered.',
+    ),
+    publishLag: durations(
+      'idem.outbox.publish.lag',
+      'Time from the producing transaction to the relay settling the event.',
+    ),
+    handled: counter(
+      'idem.inbox.handled',
+      '{event}',
+      'Deliveries handled by an idempotent consumer: processed, duplicate or failed.',
+    ),
+    consumeLag: durations(
+      'idem.outbox.consume.lag',
+      "Time from the producing transaction to the commit of a consumer's handling of the event.",
+    ),
   };
 }
 
@@ -97,7 +97,7 @@ function record(metrics: OutboxInstruments, event: OutboxTelemetryEvent): void {
     case 'published': {
       const attributes = topic(event.topic);
       metrics.published.add(1, attributes);
-      metrics.publishLag.record(seconds(event.lagMs), attributes);
+      metrics.publishLag.recordMs(event.lagMs, attributes);
       return;
     }
     case 'publish_failed':
@@ -125,7 +125,7 @@ function recordHandled(metrics: OutboxInstruments, event: ConsumerEvent): void {
   if (event.error !== undefined) handled['error.type'] = errorTypeOf(event.error);
   metrics.handled.add(1, handled);
   if (event.type === 'processed' && event.lagMs !== undefined) {
-    metrics.consumeLag.record(seconds(event.lagMs), attributes);
+    metrics.consumeLag.recordMs(event.lagMs, attributes);
   }
   endedSpan(metrics.tracer, {
     name: event.topic === undefined ? 'process' : `process ${event.topic}`,

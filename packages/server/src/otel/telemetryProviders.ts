@@ -1,5 +1,6 @@
 import {
   type Attributes,
+  type Counter,
   type Meter,
   type MeterProvider,
   metrics,
@@ -32,25 +33,55 @@ export const INSTRUMENTATION_SCOPE = '@idem/server';
  * Durations in seconds (OpenTelemetry's unit for time): the semantic conventions' buckets
  * for request durations, then minutes, for lags that grow while a broker is down.
  */
-export const SECONDS_BUCKETS = [
+const SECONDS_BUCKETS = [
   0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 300, 900,
 ];
 
+/** A histogram of times, kept in seconds over {@link SECONDS_BUCKETS}, given milliseconds. */
+export interface Durations {
+  recordMs(ms: number, attributes: Attributes): void;
+}
+
+/** What `lazyInstruments` hands `create`: the tracer, and makers of idem's instruments. */
+export interface InstrumentMaker {
+  readonly tracer: Tracer;
+  /** A counter; `unit` is a UCUM annotation such as `{event}`. */
+  counter(name: string, unit: string, description: string): Counter;
+  durations(name: string, description: string): Durations;
+}
+
+function instrumentMaker(meter: Meter, tracer: Tracer): InstrumentMaker {
+  return {
+    tracer,
+    counter: (name, unit, description) => meter.createCounter(name, { unit, description }),
+    durations(name, description) {
+      const histogram = meter.createHistogram(name, {
+        unit: 's',
+        description,
+        advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+      });
+      return { recordMs: (ms, attributes) => histogram.record(seconds(ms), attributes) };
+    },
+  };
+}
+
 /**
- * Builds `create(meter, tracer)` once, at the first call: the global providers of
+ * Builds `create(instruments)` once, at the first call: the global providers of
  * `@opentelemetry/api` hand out no-op meters until an SDK registers (a meter got earlier
  * stays a no-op), so looking them up when the first event arrives instead of at
  * construction lets an app create the telemetry before it starts its SDK.
  */
 export function lazyInstruments<T>(
   options: TelemetryOptions,
-  create: (meter: Meter, tracer: Tracer) => T,
+  create: (make: InstrumentMaker) => T,
 ): () => T {
   let instruments: T | undefined;
   return () => {
     instruments ??= create(
-      (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE),
-      (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE),
+      instrumentMaker(
+        (options.meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE),
+        (options.tracerProvider ?? trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE),
+      ),
     );
     return instruments;
   };
@@ -71,7 +102,7 @@ export function errorTypeOf(error: unknown): string {
 }
 
 /** Milliseconds as the seconds OpenTelemetry records durations in. */
-export const seconds = (ms: number) => Math.max(0, ms) / 1_000;
+const seconds = (ms: number) => Math.max(0, ms) / 1_000;
 
 /**
  * Records a span for something that already ended `durationMs` ago: the hooks report an
