@@ -1,9 +1,15 @@
-import { createTRPCUntypedClient, httpBatchLink, httpLink } from '@trpc/client';
+import {
+  createTRPCUntypedClient,
+  httpBatchLink,
+  httpLink,
+  type TRPCUntypedClient,
+} from '@trpc/client';
+import type { AnyRouter } from '@trpc/server';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { idempotencyHeaders } from '../idempotencyHeaders.js';
 import { idempotencyLink } from '../links/idempotencyLink.js';
 import { keyedRetryLink } from '../links/keyedRetryLink.js';
-import { faultyFetch } from './faultyFetch.js';
+import { type FaultyFetchOptions, faultyFetch } from './faultyFetch.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -48,17 +54,32 @@ describe('faultyFetch under the links (a unit-sized version of the integration t
     };
   }
 
+  /** A deduping server behind a faultyFetch with these faults, drawn from seed 2026. */
+  function faultyServer(faults: Omit<FaultyFetchOptions, 'fetch' | 'seed'>) {
+    const server = dedupingServer();
+    return { server, fetch: faultyFetch({ ...faults, seed: 2026, fetch: server.fetch }) };
+  }
+
+  /**
+   * Places `count` orders (mutations of `order.place`) at once, runs every timer, and
+   * settles each call into its value or its error.
+   */
+  async function placeOrders(client: TRPCUntypedClient<AnyRouter>, count: number) {
+    const results = Array.from({ length: count }, (_, index) =>
+      client.mutation('order.place', { index }).then(
+        (value) => ({ ok: true, value }),
+        (error: unknown) => ({ ok: false, error }),
+      ),
+    );
+    await vi.runAllTimersAsync();
+    return Promise.all(results);
+  }
+
   it.each(['httpLink', 'httpBatchLink'] as const)(
     '%s: 200 keyed mutations, 30 percent of responses dropped and 10 percent failed before send, run exactly 200 times',
     async (terminating) => {
       vi.useFakeTimers();
-      const server = dedupingServer();
-      const fetch = faultyFetch({
-        dropResponseRate: 0.3,
-        failBeforeSendRate: 0.1,
-        seed: 2026,
-        fetch: server.fetch,
-      });
+      const { server, fetch } = faultyServer({ dropResponseRate: 0.3, failBeforeSendRate: 0.1 });
       const http = { url: 'http://idem.test/trpc', fetch, headers: idempotencyHeaders };
       const client = createTRPCUntypedClient({
         links: [
@@ -67,14 +88,7 @@ describe('faultyFetch under the links (a unit-sized version of the integration t
           terminating === 'httpLink' ? httpLink(http) : httpBatchLink({ ...http, maxItems: 5 }),
         ],
       });
-      const results = Array.from({ length: 200 }, (_, index) =>
-        client.mutation('order.place', { index }).then(
-          (value) => ({ ok: true, value }),
-          (error: unknown) => ({ ok: false, error }),
-        ),
-      );
-      await vi.runAllTimersAsync();
-      const settled = await Promise.all(results);
+      const settled = await placeOrders(client, 200);
       expect(settled.every((result) => result.ok)).toBe(true);
       expect(server.effects).toBe(200);
       expect(fetch.counters.dropped).toBeGreaterThan(0);
@@ -84,13 +98,7 @@ describe('faultyFetch under the links (a unit-sized version of the integration t
 
   it('hung replies: attemptTimeoutMs aborts each one (its fetch ends) and the retry replays', async () => {
     vi.useFakeTimers();
-    const server = dedupingServer();
-    const faulty = faultyFetch({
-      dropResponseRate: 0.1,
-      hangRate: 0.2,
-      seed: 2026,
-      fetch: server.fetch,
-    });
+    const { server, fetch: faulty } = faultyServer({ dropResponseRate: 0.1, hangRate: 0.2 });
     let fetchesPending = 0;
     const fetch: typeof faulty = Object.assign(
       (input: string | URL | Request, init?: Parameters<typeof faulty>[1]) => {
@@ -108,14 +116,7 @@ describe('faultyFetch under the links (a unit-sized version of the integration t
         httpLink({ url: 'http://idem.test/trpc', fetch, headers: idempotencyHeaders }),
       ],
     });
-    const results = Array.from({ length: 100 }, (_, index) =>
-      client.mutation('order.place', { index }).then(
-        (value) => ({ ok: true, value }),
-        (error: unknown) => ({ ok: false, error }),
-      ),
-    );
-    await vi.runAllTimersAsync();
-    const settled = await Promise.all(results);
+    const settled = await placeOrders(client, 100);
     expect(settled.find((result) => !result.ok)).toBeUndefined();
     expect(server.effects).toBe(100);
     expect(faulty.counters.hung).toBeGreaterThan(10);
@@ -124,13 +125,7 @@ describe('faultyFetch under the links (a unit-sized version of the integration t
 
   it('the same workload without keys runs more than once per call (why keys exist)', async () => {
     vi.useFakeTimers();
-    const server = dedupingServer();
-    const fetch = faultyFetch({
-      dropResponseRate: 0.3,
-      failBeforeSendRate: 0.1,
-      seed: 2026,
-      fetch: server.fetch,
-    });
+    const { server, fetch } = faultyServer({ dropResponseRate: 0.3, failBeforeSendRate: 0.1 });
     // Retrying every failure of an unkeyed mutation, as a naive retry link would.
     const { retryLink } = await import('@trpc/client');
     const client = createTRPCUntypedClient({
@@ -139,11 +134,7 @@ describe('faultyFetch under the links (a unit-sized version of the integration t
         httpLink({ url: 'http://idem.test/trpc', fetch }),
       ],
     });
-    const results = Array.from({ length: 200 }, (_, index) =>
-      client.mutation('order.place', { index }).catch(() => undefined),
-    );
-    await vi.runAllTimersAsync();
-    await Promise.all(results);
+    await placeOrders(client, 200);
     expect(server.effects).toBeGreaterThan(200);
     expect(server.effects - 200).toBe(fetch.counters.dropped);
   });
