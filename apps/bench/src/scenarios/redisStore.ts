@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { type ClaimRequest, type IdempotencyStore, leaseTokenOf } from '@idem/core/store';
+import type { ClaimRequest, IdempotencyStore } from '@idem/core/store';
 import { redisStore as createRedisStore } from '@idem/redis';
 import { startRedisServer } from '@idem/redis/testing';
 import { drizzleStore } from '@idem/server/postgres';
@@ -8,6 +7,7 @@ import postgres from 'postgres';
 import { createClient } from 'redis';
 import { quiet } from '../lib/config.js';
 import { median, perRound, summarize } from '../lib/stats.js';
+import { claimCompletePair } from '../lib/storePair.js';
 import { formatMs, formatRate, formatRatio } from '../lib/table.js';
 import { runWorkers, type WorkersResult } from '../lib/workers.js';
 import type { RunContext } from './RunContext.js';
@@ -41,15 +41,7 @@ export async function redisStore(context: RunContext): Promise<void> {
       leaseMs: 30_000,
       ttlMs: TTL_MS,
     };
-    const pair = (store: IdempotencyStore) => async () => {
-      const claim = await store.claim({ ...request, key: randomUUID() });
-      if (claim.status !== 'claimed') throw new Error(`claim answered ${claim.status}`);
-      await store.complete(
-        leaseTokenOf(claim.record),
-        { kind: 'success', value: { orderId: 1 } },
-        TTL_MS,
-      );
-    };
+    const pair = (store: IdempotencyStore) => claimCompletePair(store, request);
     const results: Record<keyof typeof stores, WorkersResult[]> = { redis: [], drizzle: [] };
     // Warm both paths (JIT, prepared statements, cached scripts) before measuring.
     for (const store of Object.values(stores)) {

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { connect as connectTcp, type Socket } from 'node:net';
-import { leaseTokenOf } from '@idem/core/store';
 import { idempotencyContext } from '@idem/server';
 import { drizzleStore } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { quiet } from '../lib/config.js';
+import { claimCompletePair } from '../lib/storePair.js';
 import { createBenchRouter } from '../server/benchRouter.js';
 import type { RunContext } from './RunContext.js';
 
@@ -60,7 +60,15 @@ export async function roundTrips(context: RunContext): Promise<void> {
     const prepared = (statement: string, params: unknown[]) =>
       client.unsafe(statement, params as never[], { prepare: true });
 
+    // Each mode's first calls run under new keys, kept for its replays.
     const keys = { lease: [] as string[], transaction: [] as string[] };
+    const firstCalls = (mode: keyof typeof keys, prefix: string) => (index: number) => {
+      const key = `${prefix}-${index}-${randomUUID()}`;
+      keys[mode].push(key);
+      return call(key)[mode](input);
+    };
+    const replays = (mode: keyof typeof keys) => (index: number) =>
+      call(keys[mode][index % keys[mode].length])[mode](input);
     const variants: [string, string, (index: number) => Promise<unknown>][] = [
       ['plain (no idem)', '1 INSERT', () => call(undefined).plain(input)],
       [
@@ -68,52 +76,23 @@ export async function roundTrips(context: RunContext): Promise<void> {
         'BEGIN, INSERT, COMMIT',
         () => call(undefined).plainTx(input),
       ],
-      [
-        'lease mode',
-        '+ claim, + completion',
-        (index) => {
-          const key = `rt-lease-${index}-${randomUUID()}`;
-          keys.lease.push(key);
-          return call(key).lease(input);
-        },
-      ],
-      [
-        'transaction mode',
-        '≤ 2 statements inside the tx',
-        (index) => {
-          const key = `rt-tx-${index}-${randomUUID()}`;
-          keys.transaction.push(key);
-          return call(key).transaction(input);
-        },
-      ],
-      [
-        'replay (lease)',
-        'one read',
-        (index) => call(keys.lease[index % keys.lease.length]).lease(input),
-      ],
-      [
-        'replay (transaction)',
-        'one read',
-        (index) => call(keys.transaction[index % keys.transaction.length]).transaction(input),
-      ],
+      ['lease mode', '+ claim, + completion', firstCalls('lease', 'rt-lease')],
+      ['transaction mode', '≤ 2 statements inside the tx', firstCalls('transaction', 'rt-tx')],
+      ['replay (lease)', 'one read', replays('lease')],
+      ['replay (transaction)', 'one read', replays('transaction')],
       [
         'drizzleStore claim + complete',
         '2 statements',
-        async () => {
-          const claim = await store.claim({
+        claimCompletePair(
+          store,
+          {
             scope: 'tenant:rt/pair',
-            key: randomUUID(),
             fingerprint: 'f'.repeat(64),
             leaseMs: 30_000,
             ttlMs: 86_400_000,
-          });
-          if (claim.status !== 'claimed') throw new Error(claim.status);
-          await store.complete(
-            leaseTokenOf(claim.record),
-            { kind: 'success', value: 1 },
-            86_400_000,
-          );
-        },
+          },
+          1,
+        ),
       ],
       [
         'raw INSERT, prepared (postgres-js default)',

@@ -6,6 +6,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { quiet } from '../lib/config.js';
 import { median, perRound, summarize } from '../lib/stats.js';
+import { claimCompletePair } from '../lib/storePair.js';
 import { formatMs, formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
 import { runWorkers, type WorkersResult } from '../lib/workers.js';
 import { judged, type RunContext } from './RunContext.js';
@@ -62,15 +63,7 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
     const completeCreatedAt = onlyIndex(completeSql.params, createdAt, 'complete created_at');
 
     const store = drizzleStore(drizzle(client));
-    const viaStore = async () => {
-      const claim = await store.claim({ ...request, key: randomUUID() });
-      if (claim.status !== 'claimed') throw new Error(`claim answered ${claim.status}`);
-      await store.complete(
-        leaseTokenOf(claim.record),
-        { kind: 'success', value: { orderId: 1 } },
-        TTL_MS,
-      );
-    };
+    const viaStore = claimCompletePair(store, request);
     const raw = (prepare: boolean) => async () => {
       const key = randomUUID();
       const claimParams = [...claimSql.params];
