@@ -1,15 +1,10 @@
-import { type IdempotencyRequestContext, idempotent, withIdempotencyErrorData } from '@idem/server';
+import { idempotent } from '@idem/server';
 import type { PgDatabaseLike } from '@idem/server/postgres';
-import { initTRPC } from '@trpc/server';
 import { sql } from 'drizzle-orm';
-import superjson from 'superjson';
 import { z } from 'zod';
 import { required } from '../lib/required.js';
+import { initIdemTrpc } from '../server/idemTrpc.js';
 import { chaosCharges, chaosOrders, chaosProviderCalls } from './chaosSchema.js';
-
-export interface ChaosContext extends IdempotencyRequestContext {
-  principal: string;
-}
 
 const input = z.object({ businessId: z.string().min(1), amountCents: z.number().int().positive() });
 
@@ -23,12 +18,7 @@ const work = () => new Promise((resolve) => setTimeout(resolve, Math.random() * 
  * server's keys are taken over within the run.
  */
 export function createChaosRouter(db: PgDatabaseLike, server: string) {
-  const t = initTRPC.context<ChaosContext>().create({
-    transformer: superjson,
-    isDev: false,
-    errorFormatter: ({ shape, error }) => withIdempotencyErrorData(shape, error),
-  });
-  const scope = ({ ctx }: { ctx: ChaosContext }) => `tenant:${ctx.principal}`;
+  const { t, scope } = initIdemTrpc();
 
   return t.router({
     /** Answers only when this server's pool can reach the database (after a restart: reconnected). */

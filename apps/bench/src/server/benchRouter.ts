@@ -1,17 +1,12 @@
 import { createHash } from 'node:crypto';
-import { type IdempotencyRequestContext, idempotent, withIdempotencyErrorData } from '@idem/server';
+import { idempotent } from '@idem/server';
 import type { PgDatabaseLike } from '@idem/server/postgres';
-import { initTRPC, TRPCError } from '@trpc/server';
+import { TRPCError } from '@trpc/server';
 import type { Sql } from 'postgres';
-import superjson from 'superjson';
 import { z } from 'zod';
 import { required } from '../lib/required.js';
+import { initIdemTrpc } from './idemTrpc.js';
 import { benchOrders } from './schema.js';
-
-export interface BenchContext extends IdempotencyRequestContext {
-  /** The tenant the call acts for (`x-tenant` header). */
-  principal: string;
-}
 
 const orderInput = z.object({
   sku: z.string().min(1).max(64),
@@ -32,12 +27,7 @@ type OrderInput = z.infer<typeof orderInput>;
  * `transaction` with completed keys.
  */
 export function createBenchRouter(db: PgDatabaseLike, client: Sql) {
-  const t = initTRPC.context<BenchContext>().create({
-    transformer: superjson,
-    isDev: false,
-    errorFormatter: ({ shape, error }) => withIdempotencyErrorData(shape, error),
-  });
-  const scope = ({ ctx }: { ctx: BenchContext }) => `tenant:${ctx.principal}`;
+  const { t, scope } = initIdemTrpc();
 
   const insertOrder = async (executor: PgDatabaseLike, principal: string, input: OrderInput) => {
     const [row] = await executor
