@@ -2,6 +2,10 @@ import type { AddressInfo } from 'node:net';
 import { type IdempotencyRequestContext, idempotencyContext } from '@idem/server';
 import type { AnyRouter } from '@trpc/server';
 import { createHTTPServer } from '@trpc/server/adapters/standalone';
+import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import postgres, { type Options, type Sql } from 'postgres';
+import { type ChildMessage, serveParent } from '../lib/child.js';
+import { quiet, requiredEnv } from '../lib/config.js';
 
 export interface ServedTrpc {
   port: number;
@@ -42,4 +46,42 @@ export async function serveTrpc(router: AnyRouter, port: number): Promise<Served
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * The body of a server child process: `router` over HTTP on `PORT` (any free port if unset)
+ * against `DATABASE_URL` through a postgres-js pool (`pool`: its size and such), `ready`
+ * with the port and pid once it listens. `stop` closes the server, then ends the pool,
+ * waiting up to `endTimeoutS` for its connections. `requests`: what else the child answers.
+ */
+export async function serveTrpcChild({
+  router,
+  pool,
+  endTimeoutS,
+  ...handlers
+}: {
+  router: (db: PostgresJsDatabase, client: Sql) => AnyRouter;
+  pool: Pick<Options<Record<string, never>>, 'max' | 'connect_timeout'>;
+  endTimeoutS: number;
+  requests?: Record<string, (message: ChildMessage) => Record<string, unknown>>;
+}): Promise<void> {
+  const client = postgres(requiredEnv('DATABASE_URL'), { ...quiet, ...pool });
+  const db = drizzle(client);
+  let close: (() => Promise<void>) | undefined;
+
+  const parent = serveParent({
+    ...handlers,
+    onStop: async () => {
+      await close?.();
+      await client.end({ timeout: endTimeoutS });
+    },
+  });
+
+  try {
+    const served = await serveTrpc(router(db, client), Number(process.env.PORT ?? 0));
+    close = served.close;
+    parent.ready({ port: served.port, pid: process.pid });
+  } catch (error) {
+    parent.failed(error);
+  }
 }
