@@ -1,6 +1,5 @@
-import { createTRPCUntypedClient, httpBatchLink } from '@trpc/client';
 import { describe, expect, it } from 'vitest';
-import { errorBody, json, URL_BASE } from '../test/httpLinkErrors.js';
+import { batchErrors, errorBody } from '../test/httpLinkErrors.js';
 import { httpError } from '../test/scriptedLink.js';
 import { classifyError } from './classifyError.js';
 
@@ -8,63 +7,34 @@ import { classifyError } from './classifyError.js';
 
 describe('classifyError on errors from the real httpLink', () => {
   it('a batch answered 207: each operation is judged by its own error', async () => {
-    const client = createTRPCUntypedClient({
-      links: [
-        httpBatchLink({
-          url: URL_BASE,
-          fetch: async () =>
-            json([errorBody('NOT_FOUND', 404), errorBody('SERVICE_UNAVAILABLE', 503)], 207, {
-              'Retry-After': '3',
-            }),
-        }),
-      ],
+    const [missing, unavailable] = await batchErrors(
+      [errorBody('NOT_FOUND', 404), errorBody('SERVICE_UNAVAILABLE', 503)],
+      { 'Retry-After': '3' },
+    );
+    expect(classifyError(missing, 0)).toMatchObject({ status: 404, transient: false });
+    expect(classifyError(unavailable, 0)).toMatchObject({
+      status: 503,
+      retryAfterMs: 3_000,
+      transient: true,
     });
-    const [missing, unavailable] = await Promise.allSettled([
-      client.query('a.get'),
-      client.query('b.get'),
-    ]);
-    expect(missing?.status === 'rejected' && classifyError(missing.reason, 0)).toMatchObject({
-      status: 404,
-      transient: false,
-    });
-    expect(
-      unavailable?.status === 'rejected' && classifyError(unavailable.reason, 0),
-    ).toMatchObject({ status: 503, retryAfterMs: 3_000, transient: true });
   });
 
   it('Idempotency-Status-Batch marks a 409 of the batch as busy; other errors stay as they are', async () => {
-    const client = createTRPCUntypedClient({
-      links: [
-        httpBatchLink({
-          url: URL_BASE,
-          fetch: async () =>
-            json(
-              [
-                { result: { data: 'fine' } },
-                errorBody('CONFLICT', 409),
-                errorBody('INTERNAL_SERVER_ERROR', 500),
-              ],
-              207,
-              { 'Idempotency-Status-Batch': '{"1":"in-progress"}', 'Retry-After': '2' },
-            ),
-        }),
+    const [, conflict, internal] = await batchErrors(
+      [
+        { result: { data: 'fine' } },
+        errorBody('CONFLICT', 409),
+        errorBody('INTERNAL_SERVER_ERROR', 500),
       ],
-    });
-    const [, conflict, internal] = await Promise.allSettled([
-      client.query('a.get'),
-      client.query('b.get'),
-      client.query('c.get'),
-    ]);
-    expect(conflict?.status === 'rejected' && classifyError(conflict.reason, 0)).toMatchObject({
+      { 'Idempotency-Status-Batch': '{"1":"in-progress"}', 'Retry-After': '2' },
+    );
+    expect(classifyError(conflict, 0)).toMatchObject({
       status: 409,
       idempotencyStatus: 'in-progress',
       retryAfterMs: 2_000,
       transient: true,
     });
-    expect(internal?.status === 'rejected' && classifyError(internal.reason)).toMatchObject({
-      status: 500,
-      idempotencyStatus: undefined,
-    });
+    expect(classifyError(internal)).toMatchObject({ status: 500, idempotencyStatus: undefined });
   });
 
   it('a malformed Idempotency-Status-Batch is ignored', () => {
@@ -78,27 +48,11 @@ describe('classifyError on errors from the real httpLink', () => {
   });
 
   it('a batch-wide in-progress header only marks the operation whose own error is a 409', async () => {
-    const client = createTRPCUntypedClient({
-      links: [
-        httpBatchLink({
-          url: URL_BASE,
-          fetch: async () =>
-            json([errorBody('CONFLICT', 409), errorBody('INTERNAL_SERVER_ERROR', 500)], 207, {
-              'Idempotency-Status': 'in-progress',
-            }),
-        }),
-      ],
-    });
-    const [conflict, internal] = await Promise.allSettled([
-      client.query('a.get'),
-      client.query('b.get'),
-    ]);
-    expect(conflict?.status === 'rejected' && classifyError(conflict.reason)).toMatchObject({
-      idempotencyStatus: 'in-progress',
-    });
-    expect(internal?.status === 'rejected' && classifyError(internal.reason)).toMatchObject({
-      status: 500,
-      idempotencyStatus: undefined,
-    });
+    const [conflict, internal] = await batchErrors(
+      [errorBody('CONFLICT', 409), errorBody('INTERNAL_SERVER_ERROR', 500)],
+      { 'Idempotency-Status': 'in-progress' },
+    );
+    expect(classifyError(conflict)).toMatchObject({ idempotencyStatus: 'in-progress' });
+    expect(classifyError(internal)).toMatchObject({ status: 500, idempotencyStatus: undefined });
   });
 });

@@ -32,6 +32,24 @@ export async function errorFromHttpLink(
   throw new Error('expected the call to fail');
 }
 
+/**
+ * What each operation of one batch fails with when a real httpBatchLink sends it (a query a
+ * body item: `op0.get`, `op1.get`, …) and the server answers the batch with `body`, status
+ * 207 and `headers`; `undefined` for an operation that succeeded.
+ */
+export async function batchErrors(
+  body: unknown[],
+  headers: Record<string, string>,
+): Promise<(TRPCClientError<AnyRouter> | undefined)[]> {
+  const client = createTRPCUntypedClient({
+    links: [httpBatchLink({ url: URL_BASE, fetch: async () => json(body, 207, headers) })],
+  });
+  const settled = await Promise.allSettled(body.map((_, index) => client.query(`op${index}.get`)));
+  return settled.map((result) =>
+    result.status === 'rejected' ? (result.reason as TRPCClientError<AnyRouter>) : undefined,
+  );
+}
+
 /** A JSON response with this status and headers. */
 export function json(body: unknown, status: number, headers: Record<string, string> = {}) {
   return new Response(JSON.stringify(body), {
