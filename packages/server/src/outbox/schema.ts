@@ -7,13 +7,10 @@ import {
   pgTable,
   primaryKey,
   text,
-  timestamp,
   uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
-
-/** Millisecond precision, like `idem_keys`: times read back as the epoch ms that were meant. */
-const instant = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
+import { instant } from '../postgres/sqlTime.js';
 
 /**
  * The transactional outbox: one row per event, written by `enqueue` in the business

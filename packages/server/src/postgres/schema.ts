@@ -1,23 +1,8 @@
 import type { JsonValue } from '@idem/core';
 import type { RecordStatus, StoredOutcome } from '@idem/core/store';
 import { sql } from 'drizzle-orm';
-import {
-  check,
-  index,
-  integer,
-  json,
-  jsonb,
-  pgTable,
-  primaryKey,
-  text,
-  timestamp,
-} from 'drizzle-orm/pg-core';
-
-/**
- * Millisecond precision, because records speak epoch milliseconds: a stored time then
- * reads back as exactly the number that was meant, and lease arithmetic never rounds.
- */
-const instant = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
+import { check, index, integer, json, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { instant } from './sqlTime.js';
 
 /**
  * One row per idempotency key: the record of `@idem/core`'s claim table. Add it to your

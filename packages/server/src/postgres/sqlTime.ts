@@ -1,5 +1,13 @@
 import type { Clock } from '@idem/core';
 import { type SQL, sql } from 'drizzle-orm';
+import { timestamp } from 'drizzle-orm/pg-core';
+
+/**
+ * A timestamptz column of millisecond precision, for idem's tables: records speak epoch
+ * milliseconds, so a stored time reads back as exactly the number that was meant, and lease
+ * arithmetic never rounds.
+ */
+export const instant = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
 
 /**
  * "Now" for one statement, in SQL: the database's clock by default, so every app server
