@@ -1,6 +1,8 @@
 import { type Operation, TRPCClientError, type TRPCLink } from '@trpc/client';
-import type { AnyRouter } from '@trpc/server';
+import { type AnyRouter, TRPCError } from '@trpc/server';
+import { getHTTPStatusCodeFromError } from '@trpc/server/http';
 import { observable } from '@trpc/server/observable';
+import { type TRPC_ERROR_CODE_KEY, TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 
 /** One scripted answer of the fake server. */
 export type Reply =
@@ -23,21 +25,15 @@ export type Reply =
    */
   | { hang: true };
 
-const CODE_BY_STATUS: Record<number, [string, number]> = {
-  400: ['BAD_REQUEST', -32600],
-  401: ['UNAUTHORIZED', -32001],
-  403: ['FORBIDDEN', -32003],
-  404: ['NOT_FOUND', -32004],
-  408: ['TIMEOUT', -32008],
-  409: ['CONFLICT', -32009],
-  422: ['UNPROCESSABLE_CONTENT', -32022],
-  425: ['TOO_EARLY', -32603],
-  429: ['TOO_MANY_REQUESTS', -32029],
-  500: ['INTERNAL_SERVER_ERROR', -32603],
-  502: ['BAD_GATEWAY', -32603],
-  503: ['SERVICE_UNAVAILABLE', -32603],
-  504: ['GATEWAY_TIMEOUT', -32603],
-};
+/**
+ * tRPC's error codes by the HTTP status its server answers them with (400 is BAD_REQUEST,
+ * not PARSE_ERROR); a status tRPC has no code for (418, 425) is an INTERNAL_SERVER_ERROR.
+ */
+const CODE_BY_STATUS = new Map(
+  (Object.keys(TRPC_ERROR_CODES_BY_KEY) as TRPC_ERROR_CODE_KEY[])
+    .filter((code) => code !== 'PARSE_ERROR')
+    .map((code) => [getHTTPStatusCodeFromError(new TRPCError({ code })), code]),
+);
 
 /**
  * A TRPCClientError built the way httpLink builds it: from the JSON error body, with
@@ -47,7 +43,8 @@ export function httpError(
   reply: Extract<Reply, { status: number }>,
   path = 'test.path',
 ): TRPCClientError<AnyRouter> {
-  const [defaultCode, rpcCode] = CODE_BY_STATUS[reply.status] ?? ['INTERNAL_SERVER_ERROR', -32603];
+  const defaultCode = CODE_BY_STATUS.get(reply.status) ?? 'INTERNAL_SERVER_ERROR';
+  const rpcCode = TRPC_ERROR_CODES_BY_KEY[defaultCode];
   const code = reply.code ?? defaultCode;
   const body = {
     error: {
