@@ -104,33 +104,40 @@ describe('idempotencyContext', () => {
     }
   });
 
-  it('writes replay and busy headers for a single call', () => {
+  it.each([
+    {
+      what: 'writes replay and busy headers for a single call',
+      url: '/trpc/a',
+      replayed: [0],
+      busy: [[0, 'in-progress', 1_001]] as const,
+      headers: {
+        'idempotent-replayed': 'true',
+        'idempotency-status': 'in-progress',
+        'retry-after': '2',
+      },
+    },
+    {
+      what: 'collects per-operation headers for a batch, with the longest Retry-After',
+      url: '/trpc/a,b,c,d?batch=1',
+      replayed: [2, 0],
+      busy: [
+        [3, 'in-progress', 5_000],
+        [1, 'lease-lost', 0],
+      ] as const,
+      headers: {
+        'idempotent-replayed-batch': '[0,2]',
+        'idempotency-status-batch': '{"1":"lease-lost","3":"in-progress"}',
+        'retry-after': '5',
+      },
+    },
+  ])('$what', ({ url, replayed, busy, headers }) => {
     const resHeaders = new Headers();
-    const { idempotencyRequest } = idempotencyContext({ req: request('/trpc/a'), resHeaders });
-    idempotencyRequest.markReplayed(0);
-    idempotencyRequest.markBusy(0, 'in-progress', 1_001);
-    expect(Object.fromEntries(resHeaders)).toEqual({
-      'idempotent-replayed': 'true',
-      'idempotency-status': 'in-progress',
-      'retry-after': '2',
-    });
-  });
-
-  it('collects per-operation headers for a batch, with the longest Retry-After', () => {
-    const resHeaders = new Headers();
-    const { idempotencyRequest } = idempotencyContext({
-      req: request('/trpc/a,b,c,d?batch=1'),
-      resHeaders,
-    });
-    idempotencyRequest.markReplayed(2);
-    idempotencyRequest.markReplayed(0);
-    idempotencyRequest.markBusy(3, 'in-progress', 5_000);
-    idempotencyRequest.markBusy(1, 'lease-lost', 0);
-    expect(Object.fromEntries(resHeaders)).toEqual({
-      'idempotent-replayed-batch': '[0,2]',
-      'idempotency-status-batch': '{"1":"lease-lost","3":"in-progress"}',
-      'retry-after': '5',
-    });
+    const { idempotencyRequest } = idempotencyContext({ req: request(url), resHeaders });
+    for (const index of replayed) idempotencyRequest.markReplayed(index);
+    for (const [index, status, retryAfterMs] of busy) {
+      idempotencyRequest.markBusy(index, status, retryAfterMs);
+    }
+    expect(Object.fromEntries(resHeaders)).toEqual(headers);
   });
 
   it('carries the key of a createCaller call, with or without response headers', () => {
