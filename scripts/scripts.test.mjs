@@ -54,29 +54,36 @@ describe('api report', () => {
     assert.notEqual(start, -1, `${heading} in:\n${report}`);
     return report.slice(start, report.indexOf('```\n', report.indexOf('```ts', start)) + 3);
   };
+  /**
+   * A package `name` with the manifest above: `dist/index.d.ts` holds `index` (text, or its
+   * lines), `dist/extra.d.ts` the declarations above, and any other `files` as given.
+   */
+  const reportPackage = (name, index, files = {}) =>
+    makePackage(name, manifest, {
+      'dist/index.d.ts': typeof index === 'string' ? index : index.join('\n'),
+      'dist/extra.d.ts': extra,
+      ...files,
+    });
 
   it('gives each export its declaration: signatures, members, types', () => {
-    const dir = makePackage('report-kinds', manifest, {
-      'dist/index.d.ts': [
-        '/** Starts. */',
-        'export declare function start(): void;',
-        'export declare function start(options: Options): void;',
-        'export declare const LIMIT = 3;',
-        'export declare const table: {',
-        '    name: "t";',
-        '};',
-        'export interface Options {',
-        '    /** How long. */',
-        '    a: number;',
-        '    b?:   string |',
-        '        undefined;',
-        '    c: [x: number, y: number];',
-        '}',
-        "export type Mode = 'lease' | 'transaction';",
-        "export { Widget as Gadget } from './extra.js';",
-      ].join('\n'),
-      'dist/extra.d.ts': extra,
-    });
+    const dir = reportPackage('report-kinds', [
+      '/** Starts. */',
+      'export declare function start(): void;',
+      'export declare function start(options: Options): void;',
+      'export declare const LIMIT = 3;',
+      'export declare const table: {',
+      '    name: "t";',
+      '};',
+      'export interface Options {',
+      '    /** How long. */',
+      '    a: number;',
+      '    b?:   string |',
+      '        undefined;',
+      '    c: [x: number, y: number];',
+      '}',
+      "export type Mode = 'lease' | 'transaction';",
+      "export { Widget as Gadget } from './extra.js';",
+    ]);
     const report = buildReports([dir]).get(join(dir, REPORT_FILE));
     assert.deepEqual(
       report.split('\n').filter((line) => line.startsWith('#')),
@@ -121,11 +128,10 @@ describe('api report', () => {
   });
 
   it('catches an export that changed kind, appeared or disappeared', () => {
-    const dir = makePackage('report-change', manifest, {
-      'dist/index.d.ts':
-        'export declare function start(): void;\nexport declare const LIMIT = 3;\n',
-      'dist/extra.d.ts': extra,
-    });
+    const dir = reportPackage(
+      'report-change',
+      'export declare function start(): void;\nexport declare const LIMIT = 3;\n',
+    );
     for (const [path, text] of buildReports([dir])) writeFileSync(path, text);
     assert.deepEqual(staleReports(buildReports([dir])), []);
 
@@ -164,8 +170,9 @@ describe('api report', () => {
         ].join('\n'),
       },
     );
-    const app = makePackage('report-app', manifest, {
-      'dist/index.d.ts': [
+    const app = reportPackage(
+      'report-app',
+      [
         "import type { SharedOptions } from 'report-base';",
         "import type { KeyedOptions } from './KeyedOptions.js';",
         "export interface HandlerOptions extends Omit<KeyedOptions, 'store'> {",
@@ -173,16 +180,17 @@ describe('api report', () => {
         '}',
         'export declare function handler(options: HandlerOptions): void;',
         'export declare function shared(options: SharedOptions): void;',
-      ].join('\n'),
-      'dist/KeyedOptions.d.ts': [
-        "import type { SharedOptions } from 'report-base';",
-        'export interface KeyedOptions extends SharedOptions {',
-        '    store: unknown;',
-        '    waitMs?: number;',
-        '}',
-      ].join('\n'),
-      'dist/extra.d.ts': extra,
-    });
+      ],
+      {
+        'dist/KeyedOptions.d.ts': [
+          "import type { SharedOptions } from 'report-base';",
+          'export interface KeyedOptions extends SharedOptions {',
+          '    store: unknown;',
+          '    waitMs?: number;',
+          '}',
+        ].join('\n'),
+      },
+    );
     // The app depends on the base package as a workspace does: a link in node_modules.
     mkdirSync(join(app, 'node_modules'));
     symlinkSync(base, join(app, 'node_modules/report-base'), 'dir');
@@ -190,15 +198,28 @@ describe('api report', () => {
     const write = () => {
       for (const [path, text] of buildReports(packages)) writeFileSync(path, text);
     };
-    /** Runs `fn` with `file` edited by `edit`, then puts it back. */
-    const editing = (file, edit, fn) => {
+    /** Runs `fn` while `file` has `from` replaced by `to`, then puts the file back. */
+    const editing = async (file, [from, to], fn) => {
       const before = readFileSync(file, 'utf8');
-      writeFileSync(file, edit(before));
+      writeFileSync(file, before.replace(from, to));
       try {
-        return fn();
+        return await fn();
       } finally {
         writeFileSync(file, before);
       }
+    };
+    /**
+     * The diffs of the reports that go stale, from reports written afresh, while `file` is
+     * edited (`[from, to]`); checks that they are the reports of `stalePackages`, in order.
+     */
+    const diffsWhile = async (file, edit, stalePackages) => {
+      write();
+      const stale = await editing(file, edit, () => staleReports(buildReports(packages)));
+      assert.deepEqual(
+        stale.map(({ path }) => path),
+        stalePackages.map((dir) => join(dir, REPORT_FILE)),
+      );
+      return stale.map(({ diff }) => diff);
     };
 
     it('lists inherited members and the internal declarations the exports use', () => {
@@ -229,19 +250,14 @@ describe('api report', () => {
       assert.deepEqual(staleReports(buildReports(packages)), []);
     });
 
-    it('in an inherited member of an internal interface', () => {
-      write();
-      const stale = editing(
+    it('in an inherited member of an internal interface', async () => {
+      const [diff] = await diffsWhile(
         join(app, 'dist/KeyedOptions.d.ts'),
-        (text) => text.replace('waitMs?: number;', 'waitMs?: number | string;'),
-        () => staleReports(buildReports(packages)),
-      );
-      assert.deepEqual(
-        stale.map(({ path }) => path),
-        [join(app, REPORT_FILE)],
+        ['waitMs?: number;', 'waitMs?: number | string;'],
+        [app],
       );
       assert.equal(
-        stale[0].diff,
+        diff,
         [
           '  ## report-app (3)',
           '  ### `HandlerOptions`: interface',
@@ -255,32 +271,22 @@ describe('api report', () => {
       );
     });
 
-    it("in another package's base interface, in both packages' reports", () => {
-      write();
-      const stale = editing(
+    it("in another package's base interface, in both packages' reports", async () => {
+      const diffs = await diffsWhile(
         join(base, 'dist/index.d.ts'),
-        (text) => text.replace('retryAfterMs?: number;', 'retryAfterMs?: string;'),
-        () => staleReports(buildReports(packages)),
+        ['retryAfterMs?: number;', 'retryAfterMs?: string;'],
+        [base, app],
       );
-      assert.deepEqual(
-        stale.map(({ path }) => path),
-        [join(base, REPORT_FILE), join(app, REPORT_FILE)],
-      );
-      for (const { diff } of stale) {
+      for (const diff of diffs) {
         assert.ok(diff.includes('\n-   retryAfterMs?: number;\n+   retryAfterMs?: string;'), diff);
       }
-      assert.match(
-        stale[1].diff,
-        /^ {2}## report-app \(3\)\n {2}### `HandlerOptions`: interface\n/,
-      );
+      assert.match(diffs[1], /^ {2}## report-app \(3\)\n {2}### `HandlerOptions`: interface\n/);
     });
 
     it('fails `--check` with a diff naming the option, until the report is written again', async () => {
       write();
-      const file = join(app, 'dist/index.d.ts');
-      const before = readFileSync(file, 'utf8');
-      writeFileSync(file, before.replace('maxBodyBytes?: number;', 'maxBodyBytes?: bigint;'));
-      try {
+      const edit = ['maxBodyBytes?: number;', 'maxBodyBytes?: bigint;'];
+      await editing(join(app, 'dist/index.d.ts'), edit, async () => {
         const failure = await run('node', [script, '--check', base, app]).then(
           () => assert.fail('--check passed a changed option type'),
           (error) => error,
@@ -295,25 +301,25 @@ describe('api report', () => {
         // Written again, the reports match (the CLI's pass is the same staleReports).
         write();
         assert.deepEqual(staleReports(buildReports(packages)), []);
-      } finally {
-        writeFileSync(file, before);
-      }
+      });
     });
   });
 
   it('names the file of internal declarations that share a name', () => {
-    const dir = makePackage('report-internal', manifest, {
-      'dist/index.d.ts': [
+    const dir = reportPackage(
+      'report-internal',
+      [
         "import type { Options as A } from './a.js';",
         "import type { Options as B } from './b.js';",
         'export declare function one(options: A): void;',
         'export declare function two(options: B): void;',
-      ].join('\n'),
-      'dist/a.d.ts': 'export interface Options {\n    a: number;\n}\n',
-      'dist/b.d.ts':
-        'export interface Options {\n    b: Shared;\n}\ninterface Shared {\n    c: 1;\n}\n',
-      'dist/extra.d.ts': extra,
-    });
+      ],
+      {
+        'dist/a.d.ts': 'export interface Options {\n    a: number;\n}\n',
+        'dist/b.d.ts':
+          'export interface Options {\n    b: Shared;\n}\ninterface Shared {\n    c: 1;\n}\n',
+      },
+    );
     const report = buildReports([dir]).get(join(dir, REPORT_FILE));
     assert.deepEqual(
       report
@@ -330,13 +336,10 @@ describe('api report', () => {
   });
 
   it('writes what `biome format` (`pnpm format`) leaves as it is', () => {
-    const dir = makePackage('report-format', manifest, {
-      'dist/index.d.ts': [
-        'export declare function long(first: { a: string; b: number }, second: Record<string, readonly [x: number, y: number]>): Promise<void>;',
-        "export type Union = { status: 'claimed'; takeover: boolean } | { status: 'replay'; record: string };",
-      ].join('\n'),
-      'dist/extra.d.ts': extra,
-    });
+    const dir = reportPackage('report-format', [
+      'export declare function long(first: { a: string; b: number }, second: Record<string, readonly [x: number, y: number]>): Promise<void>;',
+      "export type Union = { status: 'claimed'; takeover: boolean } | { status: 'replay'; record: string };",
+    ]);
     const report = buildReports([dir]).get(join(dir, REPORT_FILE));
     assert.match(report, /\n\s+second: Record<string, readonly \[x: number, y: number\]>,\n/);
     // As `pnpm format` runs it: from the repository's root, with its biome.json.
@@ -351,10 +354,7 @@ describe('api report', () => {
   });
 
   it('fails on an export it cannot resolve', () => {
-    const dir = makePackage('report-broken', manifest, {
-      'dist/index.d.ts': "export { gone } from './missing.js';\n",
-      'dist/extra.d.ts': extra,
-    });
+    const dir = reportPackage('report-broken', "export { gone } from './missing.js';\n");
     assert.throws(() => buildReports([dir]), /cannot resolve the export `gone`/);
   });
 
