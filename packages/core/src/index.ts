@@ -11,20 +11,8 @@ export {
   ReplayedError,
 } from './errorPolicy.js';
 export * from './errors/index.js';
-export type {
-  Attempt,
-  ExecuteRequest,
-  ExecuteResult,
-  HandlerContext,
-  Idempotency,
-  RunResult,
-} from './Idempotency.js';
-export type {
-  IdempotencyEvent,
-  IdempotencyEventType,
-  IdempotencyOptions,
-  InProgressWait,
-} from './IdempotencyOptions.js';
+export type * from './Idempotency.js';
+export type * from './IdempotencyOptions.js';
 export type { IdempotencySettings } from './resolveSettings.js';
 export { type BackoffOptions, backoffDelay } from './retry/backoff.js';
 export type { Random } from './retry/Random.js';
@@ -33,13 +21,4 @@ export { parseRetryAfter, retryAfterSeconds } from './retry/retryAfter.js';
 export { type Serializer, taggedJsonSerializer } from './serializer.js';
 export type { JsonValue, StoredError } from './store/record.js';
 export { MAX_KEY_LENGTH, validateKey } from './validateKey.js';
-export {
-  IDEMPOTENCY_KEY_BATCH_HEADER,
-  IDEMPOTENCY_KEY_HEADER,
-  IDEMPOTENCY_STATUS_BATCH_HEADER,
-  IDEMPOTENCY_STATUS_HEADER,
-  IDEMPOTENT_REPLAYED_BATCH_HEADER,
-  IDEMPOTENT_REPLAYED_HEADER,
-  type IdempotencyStatus,
-  RETRY_AFTER_HEADER,
-} from './wireFormat.js';
+export * from './wireFormat.js';
