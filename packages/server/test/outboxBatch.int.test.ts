@@ -1,13 +1,19 @@
 import { manualClock, seededRandom } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { type ConsumerEvent, idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
+import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import { inProcessPublisher } from '../src/outbox/publishers/inProcessPublisher.js';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
-import { backends, connect, rows, useDatabase } from './harness.js';
-import { effectCounts, events, outboxRows, resetOutbox } from './outbox/fixtures.js';
+import { backends, connect, postgresUrl, rows } from './harness.js';
+import {
+  effectCounts,
+  events,
+  outboxRows,
+  reportingConsumer,
+  useOutboxDatabase,
+} from './outbox/fixtures.js';
 
 /** The consumer's writes for a batch: one multi-row INSERT, as a batch handler should. */
 const recordEffects = async (tx: PgDatabaseLike, ids: readonly string[]) => {
@@ -30,21 +36,11 @@ const inboxIds = async (db: PgDatabaseLike, consumer: string) =>
 
 for (const backend of backends) {
   describe(`batch consumption on ${backend}`, () => {
-    const database = useDatabase(backend);
-    const fresh = async () => {
-      const { db } = database();
-      await resetOutbox(db);
-      return db;
-    };
+    const fresh = useOutboxDatabase(backend);
 
     it('filters out copies already handled (or repeated in the batch) before the handler sees them', async () => {
-      const db = await fresh();
-      const reported: ConsumerEvent[] = [];
-      const billing = idempotentConsumer({
-        db,
-        name: 'billing',
-        onEvent: (event) => reported.push(event),
-      });
+      const { db } = await fresh();
+      const { consumer: billing, reported } = reportingConsumer(db);
       await billing.handle({ id: 'e-2' }, (tx) => recordEffects(tx, ['e-2']));
       await billing.handle({ id: 'e-5' }, (tx) => recordEffects(tx, ['e-5']));
       reported.length = 0;
@@ -83,7 +79,7 @@ for (const backend of backends) {
     });
 
     it('isolates a poison event: its neighbours commit, it fails alone and rolls back alone', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const billing = idempotentConsumer({ db, name: 'billing' });
       const ids = Array.from({ length: 20 }, (_, n) => `e-${String(n).padStart(2, '0')}`);
       const poison = 'e-07';
@@ -134,7 +130,7 @@ for (const backend of backends) {
     });
 
     it('reports every event failed, without calling the handler, when the inbox cannot be written', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const billing = idempotentConsumer({ db, name: 'billing' });
       await db.execute(sql`alter table idem_inbox rename to idem_inbox_away`);
       let called = 0;
@@ -150,7 +146,7 @@ for (const backend of backends) {
     });
 
     it('a relay feeds a batch handler: one transaction for the batch, the poison retried alone and dead-lettered', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const clock = manualClock(Date.now() + 60_000);
       const billing = idempotentConsumer({ db, name: 'billing' });
       const batches: number[] = [];
@@ -216,9 +212,8 @@ for (const backend of backends) {
 
     if (backend === 'Postgres') {
       it('handles overlapping batches on separate connections: every event once, no deadlock', async () => {
-        const db = await fresh();
-        const url = database().url as string;
-        const clients = Array.from({ length: 4 }, () => connect(url, 2));
+        const { db, url } = await fresh();
+        const clients = Array.from({ length: 4 }, () => connect(postgresUrl(url), 2));
         try {
           const ids = Array.from({ length: 200 }, (_, n) => `e-${n}`);
           // Each of 8 batches takes 100 of the ids, in its own shuffled order.

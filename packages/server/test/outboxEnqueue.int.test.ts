@@ -6,8 +6,8 @@ import {
   type InvalidEventError,
   isInvalidEventError,
 } from '../src/outbox/errors/InvalidEventError.js';
-import { backends, useDatabase } from './harness.js';
-import { events, outboxRows, resetOutbox } from './outbox/fixtures.js';
+import { backends } from './harness.js';
+import { events, outboxRows, useOutboxDatabase } from './outbox/fixtures.js';
 
 const rejection = (promise: Promise<unknown>): Promise<InvalidEventError> =>
   promise.then(
@@ -22,15 +22,10 @@ const rejection = (promise: Promise<unknown>): Promise<InvalidEventError> =>
 
 for (const backend of backends) {
   describe(`enqueue on ${backend}`, () => {
-    const database = useDatabase(backend);
-    const fresh = async () => {
-      const { db } = database();
-      await resetOutbox(db);
-      return db;
-    };
+    const fresh = useOutboxDatabase(backend);
 
     it('writes the event in the caller’s transaction and returns its id', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const id = await db.transaction((tx) =>
         events.enqueue(tx, {
           topic: 'order.placed',
@@ -52,7 +47,7 @@ for (const backend of backends) {
     });
 
     it('enqueues a list in order, and an empty list writes nothing', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const ids = await db.transaction((tx) =>
         events.enqueue(
           tx,
@@ -66,7 +61,7 @@ for (const backend of backends) {
     });
 
     it('leaves no event behind when the business transaction rolls back', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const failure = new Error('card declined');
       await expect(
         db.transaction(async (tx) => {
@@ -82,7 +77,7 @@ for (const backend of backends) {
     });
 
     it('refuses an unknown topic, naming the known ones', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const error = await rejection(
         // @ts-expect-error: not a defined topic
         events.enqueue(db, { topic: 'order.cancelled', payload: {} }),
@@ -95,7 +90,7 @@ for (const backend of backends) {
     });
 
     it('refuses a payload that fails its schema, with the paths, before writing any event', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const error = await rejection(
         db.transaction((tx) =>
           // @ts-expect-error: totalCents must be a number
@@ -113,7 +108,7 @@ for (const backend of backends) {
     });
 
     it('validates what will be stored: JSON (a Date becomes a string)', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const dated = defineEvents({ 'x.dated': z.object({ at: z.date() }) });
       const error = await rejection(
         dated.enqueue(db, { topic: 'x.dated', payload: { at: new Date() } }),
@@ -123,7 +118,7 @@ for (const backend of backends) {
     });
 
     it('refuses an oversized payload with both sizes in the message', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const small = defineEvents(
         { 'x.blob': z.object({ data: z.string() }) },
         { maxPayloadBytes: 1_024 },
@@ -139,7 +134,7 @@ for (const backend of backends) {
     });
 
     it('refuses payloads JSON or jsonb cannot hold, and bad headers or keys', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const loose = defineEvents({ 'x.any': z.any() });
       const cyclic: Record<string, unknown> = {};
       cyclic.self = cyclic;

@@ -2,9 +2,9 @@ import { isConfigurationError } from '@idem/core';
 import { manualClock } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { type ConsumerEvent, idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
-import { backends, connect, rows, useDatabase } from './harness.js';
-import { effectCounts, resetOutbox } from './outbox/fixtures.js';
+import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
+import { backends, connect, rows } from './harness.js';
+import { effectCounts, reportingConsumer, useOutboxDatabase } from './outbox/fixtures.js';
 
 const recordEffect =
   (eventId: string) =>
@@ -15,21 +15,11 @@ const recordEffect =
 
 for (const backend of backends) {
   describe(`idempotentConsumer on ${backend}`, () => {
-    const database = useDatabase(backend);
-    const fresh = async () => {
-      const { db } = database();
-      await resetOutbox(db);
-      return db;
-    };
+    const fresh = useOutboxDatabase(backend);
 
     it('runs the handler once per event id and reports the duplicates', async () => {
-      const db = await fresh();
-      const reported: ConsumerEvent[] = [];
-      const billing = idempotentConsumer({
-        db,
-        name: 'billing',
-        onEvent: (event) => reported.push(event),
-      });
+      const { db } = await fresh();
+      const { consumer: billing, reported } = reportingConsumer(db);
       const event = { id: 'evt-1' };
       expect(await billing.handle(event, recordEffect(event.id))).toEqual({
         status: 'processed',
@@ -46,13 +36,8 @@ for (const backend of backends) {
     });
 
     it('rolls the inbox row back with a failing handler, so a redelivery runs it again', async () => {
-      const db = await fresh();
-      const reported: ConsumerEvent[] = [];
-      const billing = idempotentConsumer({
-        db,
-        name: 'billing',
-        onEvent: (event) => reported.push(event),
-      });
+      const { db } = await fresh();
+      const { consumer: billing, reported } = reportingConsumer(db);
       const failure = new Error('downstream unavailable');
       await expect(
         billing.handle({ id: 'evt-2' }, async (tx) => {
@@ -69,8 +54,7 @@ for (const backend of backends) {
     });
 
     it('handles 20 simultaneous copies of one event exactly once', async () => {
-      const db = await fresh();
-      const url = database().url;
+      const { db, url } = await fresh();
       // On Postgres each copy gets its own connection, as on separate consumer instances.
       const clients = url ? Array.from({ length: 4 }, () => connect(url, 5)) : [];
       try {
@@ -90,7 +74,7 @@ for (const backend of backends) {
     });
 
     it('cleans up only its own rows older than retentionMs', async () => {
-      const db = await fresh();
+      const { db } = await fresh();
       const clock = manualClock(Date.now());
       const options = { db, clock, retentionMs: 60_000, maxRedeliveryDelayMs: 30_000 };
       const billing = idempotentConsumer({ ...options, name: 'billing' });

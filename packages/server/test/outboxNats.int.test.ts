@@ -18,15 +18,9 @@ import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { Relay } from '../src/outbox/relay/Relay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
+import { deferred } from './fixtures/deferred.js';
 import { useDatabase } from './harness.js';
-import {
-  deferred,
-  effectCounts,
-  events,
-  outboxRows,
-  resetOutbox,
-  waitFor,
-} from './outbox/fixtures.js';
+import { effectCounts, events, outboxRows, resetOutbox, waitFor } from './outbox/fixtures.js';
 import { NATS_HOST, NATS_PORT, useJetStream } from './outbox/jetStreamFixture.js';
 import { type TcpProxy, tcpProxy } from './outbox/tcpProxy.js';
 

@@ -8,14 +8,14 @@ import { inProcessPublisher } from '../src/outbox/publishers/inProcessPublisher.
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
 import type { RelayOptions } from '../src/outbox/relay/RelayOptions.js';
-import { backends, useDatabase } from './harness.js';
+import { deferred } from './fixtures/deferred.js';
+import { backends } from './harness.js';
 import {
-  deferred,
   effectCounts,
   events,
   outboxRows,
   recordingPublisher,
-  resetOutbox,
+  useOutboxDatabase,
   waitFor,
 } from './outbox/fixtures.js';
 
@@ -24,12 +24,11 @@ const LEASE_MS = 10_000;
 
 for (const backend of backends) {
   describe(`relay on ${backend}`, () => {
-    const database = useDatabase(backend);
+    const emptyOutbox = useOutboxDatabase(backend);
 
     describe('driven by runOnce and a manual clock', () => {
       const fresh = async () => {
-        const { db } = database();
-        await resetOutbox(db);
+        const { db } = await emptyOutbox();
         // Ahead of real time: rows stamped by the database's now() are due at once.
         const clock = manualClock(Date.now() + 60_000);
         const log: RelayEvent[] = [];
@@ -308,8 +307,7 @@ for (const backend of backends) {
 
     describe('running', () => {
       it('wakes up on NOTIFY, without which it would sleep until its next poll', async () => {
-        const { db } = database();
-        await resetOutbox(db);
+        const { db } = await emptyOutbox();
         const publisher = recordingPublisher();
         // A manual clock's timers never fire here: once the relay sleeps, only a
         // notification can wake it.
@@ -329,8 +327,7 @@ for (const backend of backends) {
       });
 
       it('drains an ordered backlog wider than a batch without sleeping after an overlapped partial claim', async () => {
-        const { db } = database();
-        await resetOutbox(db);
+        const { db } = await emptyOutbox();
         // 15 aggregates of 3 events, each aggregate's events in order: 15 heads, then 15
         // second events, then 15 third ones.
         const ids = await events.enqueue(
@@ -388,8 +385,7 @@ for (const backend of backends) {
 
       /** An empty outbox with five numbered events in it. */
       const fiveNumbered = async () => {
-        const { db } = database();
-        await resetOutbox(db);
+        const { db } = await emptyOutbox();
         const ids = await events.enqueue(
           db,
           Array.from({ length: 5 }, (_, n) => ({
@@ -511,8 +507,7 @@ for (const backend of backends) {
       });
 
       it('runs the embedded pipeline: enqueue in a transaction, relay in process, consume once', async () => {
-        const { db } = database();
-        await resetOutbox(db);
+        const { db } = await emptyOutbox();
         const billing = idempotentConsumer({ db, name: 'billing' });
         const relay = createRelay({
           db,
@@ -553,8 +548,7 @@ for (const backend of backends) {
       });
 
       it('with minPollIntervalMs, looks again soon after finding events and backs off while it finds none', async () => {
-        const { db } = database();
-        await resetOutbox(db);
+        const { db } = await emptyOutbox();
         const publisher = recordingPublisher();
         // A manual clock: the relay's waits are recorded, and end only when advanced.
         const base = manualClock(Date.now() + 60_000);
@@ -602,8 +596,7 @@ for (const backend of backends) {
       });
 
       it('polls when it cannot listen, and stops only after settling the batch in flight', async () => {
-        const { db } = database();
-        await resetOutbox(db);
+        const { db } = await emptyOutbox();
         const gate = deferred();
         const entered = deferred();
         const publisher = recordingPublisher(async () => {

@@ -3,15 +3,9 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { Relay } from '../src/outbox/relay/Relay.js';
-import { connect, rows, useDatabase } from './harness.js';
-import {
-  deferred,
-  events,
-  outboxRows,
-  recordingPublisher,
-  resetOutbox,
-  waitFor,
-} from './outbox/fixtures.js';
+import { deferred, until } from './fixtures/deferred.js';
+import { connect, rows } from './harness.js';
+import { events, outboxRows, recordingPublisher, useOutboxDatabase } from './outbox/fixtures.js';
 
 /** Several relays, each on its own connection pool, as on separate machines. */
 function relayFleet(
@@ -40,7 +34,7 @@ const publishedTotal = async (relays: Relay[]) =>
   );
 
 describe('relays at scale on Postgres', () => {
-  const database = useDatabase('Postgres');
+  const emptyOutbox = useOutboxDatabase('Postgres');
   /** Closed after each test: a relay left running would publish the next test's events. */
   let opened: { close(): Promise<void> }[] = [];
   afterEach(async () => {
@@ -49,8 +43,7 @@ describe('relays at scale on Postgres', () => {
   });
 
   it('three relays publish 10,000 events: every one, exactly once', async () => {
-    const { db, url } = database();
-    await resetOutbox(db);
+    const { db, url } = await emptyOutbox();
     const publisher = recordingPublisher();
     const fleet = relayFleet(url as string, 3, { publisher, batchSize: 200, pollIntervalMs: 50 });
     opened.push(fleet);
@@ -76,11 +69,11 @@ describe('relays at scale on Postgres', () => {
     ).flat();
     expect(new Set(ids).size).toBe(10_000);
 
-    await waitFor(() => publisher.counts.size === 10_000, {
+    await until(() => publisher.counts.size === 10_000, {
       timeoutMs: 40_000,
       what: 'all 10,000 events to be published',
     });
-    await waitFor(async () => (await publishedTotal(fleet.relays)) === 10_000, {
+    await until(async () => (await publishedTotal(fleet.relays)) === 10_000, {
       what: 'every publish to be settled',
     });
     expect([...publisher.counts.values()].every((count) => count === 1)).toBe(true);
@@ -98,8 +91,7 @@ describe('relays at scale on Postgres', () => {
   });
 
   it('keeps each aggregate in order with several relays and interleaved, late-committing producers', async () => {
-    const { db, url } = database();
-    await resetOutbox(db);
+    const { db, url } = await emptyOutbox();
     const random = seededRandom(42);
     const publishOrder: string[] = [];
     const publisher = recordingPublisher(async (message) => {
@@ -146,9 +138,7 @@ describe('relays at scale on Postgres', () => {
             // Hold the transaction open until events enqueued after it were published
             // (bounded: producers blocked on this aggregate cannot help).
             const seen = publishOrder.length;
-            await waitFor(() => publishOrder.length >= seen + 5, { timeoutMs: 300 }).catch(
-              () => {},
-            );
+            await until(() => publishOrder.length >= seen + 5, { timeoutMs: 300 }).catch(() => {});
           }
         });
       }
@@ -156,7 +146,7 @@ describe('relays at scale on Postgres', () => {
     await Promise.all(Array.from({ length: 10 }, (_, worker) => produce(worker)));
     const total = 10 * 12 * 3;
 
-    await waitFor(async () => (await publishedTotal(fleet.relays)) === total, {
+    await until(async () => (await publishedTotal(fleet.relays)) === total, {
       timeoutMs: 30_000,
       what: `all ${total} events to be published`,
     });
@@ -180,8 +170,7 @@ describe('relays at scale on Postgres', () => {
   });
 
   it('makes a second producer of an aggregate wait for the first one’s commit, so seq order is commit order', async () => {
-    const { db, url } = database();
-    await resetOutbox(db);
+    const { db, url } = await emptyOutbox();
     const producers = connect(url as string, 2);
     opened.push({ close: () => producers.$client.end() });
     const publisher = recordingPublisher();
@@ -196,7 +185,7 @@ describe('relays at scale on Postgres', () => {
       });
       await commitFirst.promise;
     });
-    await waitFor(() => firstId !== '', { what: 'the first producer to enqueue' });
+    await until(() => firstId !== '', { what: 'the first producer to enqueue' });
     const second = producers.transaction((tx) =>
       events.enqueue(tx, { topic: 'test.numbered', aggregateKey: 'K', payload: { n: 2 } }),
     );
@@ -209,7 +198,7 @@ describe('relays at scale on Postgres', () => {
       );
       return Number(row?.n) === 1;
     };
-    await waitFor(waiting, { what: 'the second producer to wait on the aggregate lock' });
+    await until(waiting, { what: 'the second producer to wait on the aggregate lock' });
     // Nothing of K is visible yet, so nothing of K can be published.
     expect(await relay.runOnce()).toMatchObject({ claimed: 0 });
 

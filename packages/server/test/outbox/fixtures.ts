@@ -1,9 +1,13 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { defineEvents } from '../../src/outbox/defineEvents.js';
+import {
+  type ConsumerEvent,
+  idempotentConsumer,
+} from '../../src/outbox/inbox/idempotentConsumer.js';
 import type { OutboxMessage, Publisher } from '../../src/outbox/OutboxMessage.js';
 import type { PgDatabaseLike } from '../../src/postgres/PgDatabaseLike.js';
-import { rows } from '../harness.js';
+import { type BackendName, rows, type TestDatabase, useDatabase } from '../harness.js';
 
 /** The events every outbox test publishes. */
 export const events = defineEvents({
@@ -26,6 +30,27 @@ export async function createEffectsTable(db: PgDatabaseLike): Promise<void> {
 export async function resetOutbox(db: PgDatabaseLike): Promise<void> {
   await createEffectsTable(db);
   await db.execute(sql`truncate idem_outbox, idem_inbox, outbox_test_effects restart identity`);
+}
+
+/**
+ * A migrated database of `backend` for the enclosing `describe` (see `useDatabase`): call
+ * the returned function in a test for the database with the outbox, the inbox and the
+ * effects table emptied.
+ */
+export function useOutboxDatabase(backend: BackendName): () => Promise<TestDatabase> {
+  const database = useDatabase(backend);
+  return async () => {
+    const opened = database();
+    await resetOutbox(opened.db);
+    return opened;
+  };
+}
+
+/** An idempotent consumer (`billing` unless named) and every event it reported. */
+export function reportingConsumer(db: PgDatabaseLike, name = 'billing') {
+  const reported: ConsumerEvent[] = [];
+  const consumer = idempotentConsumer({ db, name, onEvent: (event) => reported.push(event) });
+  return { consumer, reported };
 }
 
 /** How many effect rows each event id has. */
@@ -95,13 +120,4 @@ export async function waitFor(
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
-}
-
-/** A promise with its resolve function outside. */
-export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((done) => {
-    resolve = done;
-  });
-  return { promise, resolve };
 }
