@@ -18,7 +18,6 @@ export type {
 } from './IdempotencyStore.js';
 export {
   type ClaimDecision,
-  type ClaimInput,
   decideClaim,
   type IdempotencyRecord,
   isExpired,

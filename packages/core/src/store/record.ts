@@ -1,3 +1,5 @@
+import type { ClaimRequest } from './IdempotencyStore.js';
+
 /**
  * A JSON value as stores keep it. The engine serializes outcomes and step results into
  * this shape before a store sees them, so every store (memory, PGlite, Postgres) holds
@@ -95,15 +97,6 @@ export function isLeaseExpired(record: IdempotencyRecord, now: number): boolean 
   return record.status === 'in_progress' && (record.lockedUntil ?? 0) <= now;
 }
 
-/** What a claim asks for, in the terms of the pure transition. */
-export interface ClaimInput {
-  scope: string;
-  key: string;
-  fingerprint: string;
-  leaseMs: number;
-  ttlMs: number;
-}
-
 /** The decision of one claim: what to answer, and the record to write (if it changes). */
 export type ClaimDecision =
   | { status: 'claimed'; takeover: boolean; next: IdempotencyRecord }
@@ -118,7 +111,7 @@ export type ClaimDecision =
  */
 export function decideClaim(
   existing: IdempotencyRecord | null | undefined,
-  input: ClaimInput,
+  input: ClaimRequest,
   now: number,
 ): ClaimDecision {
   if (!existing) return { status: 'claimed', takeover: false, next: freshRecord(input, now, 1) };
@@ -152,7 +145,7 @@ export function decideClaim(
 }
 
 /** A record claimed afresh: no steps, first attempt. */
-function freshRecord(input: ClaimInput, now: number, version: number): IdempotencyRecord {
+function freshRecord(input: ClaimRequest, now: number, version: number): IdempotencyRecord {
   return {
     scope: input.scope,
     key: input.key,
