@@ -28,6 +28,13 @@ const recordEffect = (eventId: string) => async (tx: PgDatabaseLike) => {
   await tx.execute(sql`insert into outbox_test_effects (event_id) values (${eventId})`);
 };
 
+/** What starting a consumption rejected with; one that started is stopped (`undefined`). */
+const refusalOf = (starting: Promise<JetStreamConsumption>): Promise<unknown> =>
+  starting.then(
+    (consumption) => consumption.stop().then(() => undefined),
+    (error: unknown) => error,
+  );
+
 describe('NATS JetStream on Postgres', () => {
   const database = useDatabase('Postgres');
   const nats = useJetStream();
@@ -67,6 +74,16 @@ describe('NATS JetStream on Postgres', () => {
       db,
       publisher: later(jetStreamPublisher({ connection: nats().nc, subject: stream.subjectOf })),
     });
+
+  /** Waits until the consumer `durable` of `stream` has nothing pending or unacknowledged. */
+  const untilAllAcknowledged = (stream: string, durable: string) =>
+    waitFor(
+      async () => {
+        const info = await nats().jsm.consumers.info(stream, durable);
+        return info.num_ack_pending === 0 && info.num_pending === 0;
+      },
+      { what: 'every message to be acknowledged' },
+    );
 
   /** Every message in the stream, by event id (an ordered consumer reads them all). */
   const streamContents = async (stream: string, expected: number) => {
@@ -298,13 +315,7 @@ describe('NATS JetStream on Postgres', () => {
     const failed = reported.find((event) => event.type === 'failed');
     expect(failed?.retryInMs).toBeLessThanOrEqual(100);
     expect(await effectCounts(db)).toEqual(new Map(ids.map((id) => [id, 1])));
-    await waitFor(
-      async () => {
-        const info = await nats().jsm.consumers.info(stream.name, durable);
-        return info.num_ack_pending === 0 && info.num_pending === 0;
-      },
-      { what: 'every message to be acknowledged' },
-    );
+    await untilAllAcknowledged(stream.name, durable);
   });
 
   it('batchHandler: one transaction per batch, acks after commit, naks only the poison event', async () => {
@@ -355,13 +366,7 @@ describe('NATS JetStream on Postgres', () => {
     expect(reported.filter((event) => event.type === 'processed')).toHaveLength(60);
     const cure = reported.find((event) => event.type === 'processed' && event.eventId === poison);
     expect(cure?.deliveryCount).toBeGreaterThanOrEqual(2);
-    await waitFor(
-      async () => {
-        const info = await nats().jsm.consumers.info(stream.name, durable);
-        return info.num_ack_pending === 0 && info.num_pending === 0;
-      },
-      { what: 'every message to be acknowledged' },
-    );
+    await untilAllAcknowledged(stream.name, durable);
   });
 
   it('batchHandler: messages that arrive while a partial batch is handled wait for it and go together', async () => {
@@ -420,10 +425,7 @@ describe('NATS JetStream on Postgres', () => {
     const consumer = await nats().js.consumers.get(stream.name, await stream.addConsumer());
     const inbox = idempotentConsumer({ db, name: 'billing' });
     const refused = (options: Partial<Parameters<typeof consumeJetStream>[0]>) =>
-      consumeJetStream({ consumer, inbox, ...options }).then(
-        (consumption) => consumption.stop().then(() => undefined),
-        (error: unknown) => error,
-      );
+      refusalOf(consumeJetStream({ consumer, inbox, ...options }));
     const neither = await refused({});
     expect(isConfigurationError(neither)).toBe(true);
     expect((neither as Error).message).toMatch(/exactly one of `handler`/);
@@ -444,10 +446,7 @@ describe('NATS JetStream on Postgres', () => {
     // JetStream's default max_ack_pending is 1,000.
     const byDefault = await nats().js.consumers.get(stream.name, await stream.addConsumer());
     const batches = { inbox, batchHandler: async () => {}, maxBatch: 500, concurrency: 4 };
-    const error = await consumeJetStream({ consumer: byDefault, ...batches }).then(
-      (consumption) => consumption.stop().then(() => undefined),
-      (caught: unknown) => caught,
-    );
+    const error = await refusalOf(consumeJetStream({ consumer: byDefault, ...batches }));
     expect(isConfigurationError(error)).toBe(true);
     expect((error as Error).message).toMatch(
       /max_ack_pending \(1000\) is below maxBatch × concurrency \(500 × 4\)/,
@@ -470,39 +469,24 @@ describe('NATS JetStream on Postgres', () => {
       retentionMs: 60_000,
       maxRedeliveryDelayMs: 10_000,
     });
-    const consumerWith = async (ackWaitMs: number) =>
-      nats().js.consumers.get(
+    /** The refusal of a consumer with `ackWaitMs` whose naks wait up to `maxDelayMs`. */
+    const refusal = async (ackWaitMs: number, maxDelayMs: number) => {
+      const consumer = await nats().js.consumers.get(
         stream.name,
         await stream.addConsumer({ ack_wait: nanos(ackWaitMs) }),
       );
-    const refusal = async (promise: Promise<JetStreamConsumption>) => {
-      const error = await promise.then(
-        (consumption) => consumption.stop().then(() => undefined),
-        (caught: unknown) => caught,
+      const error = await refusalOf(
+        consumeJetStream({ consumer, inbox, handler: async () => {}, nakBackoff: { maxDelayMs } }),
       );
       expect(isConfigurationError(error)).toBe(true);
       return (error as Error).message;
     };
-    expect(
-      await refusal(
-        consumeJetStream({
-          consumer: await consumerWith(5_000),
-          inbox,
-          handler: async () => {},
-          nakBackoff: { maxDelayMs: 20_000 },
-        }),
-      ),
-    ).toMatch(/nakBackoff\.maxDelayMs \(20000 ms\).*maxRedeliveryDelayMs \(10000 ms\)/);
-    expect(
-      await refusal(
-        consumeJetStream({
-          consumer: await consumerWith(30_000),
-          inbox,
-          handler: async () => {},
-          nakBackoff: { maxDelayMs: 5_000 },
-        }),
-      ),
-    ).toMatch(/30000 ms \(ack_wait.*maxRedeliveryDelayMs \(10000 ms\)/);
+    expect(await refusal(5_000, 20_000)).toMatch(
+      /nakBackoff\.maxDelayMs \(20000 ms\).*maxRedeliveryDelayMs \(10000 ms\)/,
+    );
+    expect(await refusal(30_000, 5_000)).toMatch(
+      /30000 ms \(ack_wait.*maxRedeliveryDelayMs \(10000 ms\)/,
+    );
   });
 
   it('backs off while NATS is down at start and again mid-run, recovers, and loses nothing', async () => {
