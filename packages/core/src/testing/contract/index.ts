@@ -6,3 +6,9 @@ export {
   type StoreContractSubject,
   storeContract,
 } from './storeContract.js';
+export {
+  CONTRACT_LEASE_MS,
+  CONTRACT_TTL_MS,
+  claimedToken,
+  claimRequest,
+} from './storeContractCase.js';

@@ -9,21 +9,33 @@ import {
 } from '../../store/record.js';
 import type { ManualClock } from '../manualClock.js';
 
-export const LEASE_MS = 1_000;
-export const TTL_MS = 60_000;
+/** The lease of a claim that {@link claimRequest} builds, unless it is given another. */
+export const CONTRACT_LEASE_MS = 1_000;
+/** The time to live of a claim that {@link claimRequest} builds, unless it is given another. */
+export const CONTRACT_TTL_MS = 60_000;
 
-const request = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
-  scope: 'user:1/orders.create',
-  key: 'key-1',
-  fingerprint: 'fp-a',
-  leaseMs: LEASE_MS,
-  ttlMs: TTL_MS,
-  ...overrides,
-});
-const tokenOf = (result: ClaimResult): LeaseToken => {
+/**
+ * The claim the contract's cases send: key `key-1` in scope `user:1/orders.create` with
+ * fingerprint `fp-a`, a lease of {@link CONTRACT_LEASE_MS} and a time to live of
+ * {@link CONTRACT_TTL_MS}, each replaced by the field of `overrides` that names it.
+ */
+export function claimRequest(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  return {
+    scope: 'user:1/orders.create',
+    key: 'key-1',
+    fingerprint: 'fp-a',
+    leaseMs: CONTRACT_LEASE_MS,
+    ttlMs: CONTRACT_TTL_MS,
+    ...overrides,
+  };
+}
+
+/** The lease a claim won, for the fenced calls that follow; the test fails when it lost. */
+export function claimedToken(result: ClaimResult): LeaseToken {
   expect(result.status).toBe('claimed');
   return leaseTokenOf(result.record);
-};
+}
+
 const success = (value: JsonValue): StoredOutcome => ({
   kind: 'success',
   value,
@@ -37,7 +49,12 @@ const expectLeaseLost = async (promise: Promise<unknown>) => {
 };
 
 /** The helpers the contract's groups of cases share. */
-export const contractHelpers = { request, tokenOf, success, expectLeaseLost };
+export const contractHelpers = {
+  request: claimRequest,
+  tokenOf: claimedToken,
+  success,
+  expectLeaseLost,
+};
 
 /** What a case of the contract runs on: the store and clock made anew before each test. */
 export interface ContractSubject {

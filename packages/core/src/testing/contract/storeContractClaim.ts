@@ -1,6 +1,6 @@
 import { describe, expect } from 'vitest';
 import type { StoredOutcome } from '../../store/record.js';
-import { type ContractCase, LEASE_MS, TTL_MS } from './storeContractCase.js';
+import { CONTRACT_LEASE_MS, CONTRACT_TTL_MS, type ContractCase } from './storeContractCase.js';
 
 /**
  * The contract's claim table: a first claim, a replay of what was stored, a mismatch, a live
@@ -27,19 +27,19 @@ function firstClaimCases(t: ContractCase): void {
       status: 'in_progress',
       version: 1,
       attempts: 1,
-      lockedUntil: now + LEASE_MS,
+      lockedUntil: now + CONTRACT_LEASE_MS,
       outcome: null,
       steps: {},
       createdAt: now,
       completedAt: null,
-      expiresAt: now + TTL_MS,
+      expiresAt: now + CONTRACT_TTL_MS,
     });
   });
 
   it('replays a completed success without claiming again', async ({ store, clock }) => {
     const token = tokenOf(await store.claim(request()));
     clock.advance(10);
-    await store.complete(token, success({ orderId: 7, total: '12.50' }), TTL_MS);
+    await store.complete(token, success({ orderId: 7, total: '12.50' }), CONTRACT_TTL_MS);
     clock.advance(10);
     const result = await store.claim(request());
     expect(result.status).toBe('replay');
@@ -52,7 +52,7 @@ function firstClaimCases(t: ContractCase): void {
       version: 1,
       lockedUntil: null,
       completedAt: clock.now() - 10,
-      expiresAt: clock.now() - 10 + TTL_MS,
+      expiresAt: clock.now() - 10 + CONTRACT_TTL_MS,
     });
   });
 
@@ -67,7 +67,7 @@ function firstClaimCases(t: ContractCase): void {
         data: { declineCode: 'insufficient_funds', retryable: false },
       },
     };
-    await store.complete(token, outcome, TTL_MS);
+    await store.complete(token, outcome, CONTRACT_TTL_MS);
     const result = await store.claim(request());
     expect(result.status).toBe('replay');
     expect(result.record.outcome).toEqual(outcome);
@@ -80,7 +80,7 @@ function laterClaimCases(t: ContractCase): void {
   it('answers mismatch for another fingerprint, in progress or completed', async ({ store }) => {
     const token = tokenOf(await store.claim(request()));
     expect((await store.claim(request({ fingerprint: 'fp-b' }))).status).toBe('mismatch');
-    await store.complete(token, success(1), TTL_MS);
+    await store.complete(token, success(1), CONTRACT_TTL_MS);
     const result = await store.claim(request({ fingerprint: 'fp-b' }));
     expect(result.status).toBe('mismatch');
     expect(result.record.fingerprint).toBe('fp-a');
@@ -91,7 +91,7 @@ function laterClaimCases(t: ContractCase): void {
     clock,
   }) => {
     await store.claim(request());
-    clock.advance(LEASE_MS * 2);
+    clock.advance(CONTRACT_LEASE_MS * 2);
     expect((await store.claim(request({ fingerprint: 'fp-b' }))).status).toBe('mismatch');
   });
 
@@ -100,7 +100,7 @@ function laterClaimCases(t: ContractCase): void {
     clock.advance(400);
     const result = await store.claim(request());
     expect(result.status).toBe('in_progress');
-    expect(result.status === 'in_progress' && result.retryAfterMs).toBe(LEASE_MS - 400);
+    expect(result.status === 'in_progress' && result.retryAfterMs).toBe(CONTRACT_LEASE_MS - 400);
     expect(result.record.version).toBe(1);
   });
 
@@ -110,14 +110,14 @@ function laterClaimCases(t: ContractCase): void {
   }) => {
     const token = tokenOf(await store.claim(request()));
     await store.saveStep(token, 'charge', { chargeId: 'ch_1' });
-    clock.advance(LEASE_MS);
+    clock.advance(CONTRACT_LEASE_MS);
     const result = await store.claim(request());
     expect(result).toMatchObject({ status: 'claimed', takeover: true });
     expect(result.record).toMatchObject({
       version: 2,
       attempts: 2,
       status: 'in_progress',
-      lockedUntil: clock.now() + LEASE_MS,
+      lockedUntil: clock.now() + CONTRACT_LEASE_MS,
       steps: { charge: { chargeId: 'ch_1' } },
     });
   });
@@ -125,8 +125,8 @@ function laterClaimCases(t: ContractCase): void {
   it('starts afresh after the TTL, with a version that never repeats', async ({ store, clock }) => {
     const token = tokenOf(await store.claim(request()));
     await store.saveStep(token, 'charge', 'ch_1');
-    await store.complete(token, success('first'), TTL_MS);
-    clock.advance(TTL_MS);
+    await store.complete(token, success('first'), CONTRACT_TTL_MS);
+    clock.advance(CONTRACT_TTL_MS);
     const result = await store.claim(request({ fingerprint: 'fp-b' }));
     expect(result).toMatchObject({ status: 'claimed', takeover: false });
     expect(result.record).toMatchObject({
@@ -135,7 +135,7 @@ function laterClaimCases(t: ContractCase): void {
       steps: {},
       outcome: null,
       createdAt: clock.now(),
-      expiresAt: clock.now() + TTL_MS,
+      expiresAt: clock.now() + CONTRACT_TTL_MS,
     });
     expect(result.record.version).toBeGreaterThan(token.version);
   });
@@ -144,7 +144,7 @@ function laterClaimCases(t: ContractCase): void {
     store,
     clock,
   }) => {
-    const token = tokenOf(await store.claim(request({ ttlMs: 500, leaseMs: LEASE_MS })));
+    const token = tokenOf(await store.claim(request({ ttlMs: 500, leaseMs: CONTRACT_LEASE_MS })));
     clock.advance(600);
     expect((await store.claim(request())).status).toBe('in_progress');
     expect(await store.get(token.scope, token.key)).not.toBeNull();

@@ -2,7 +2,7 @@ import { describe, expect } from 'vitest';
 import { isLeaseLostError } from '../../errors/LeaseLostError.js';
 import type { ClaimResult } from '../../store/IdempotencyStore.js';
 import type { JsonValue } from '../../store/record.js';
-import { type ContractCase, LEASE_MS, TTL_MS } from './storeContractCase.js';
+import { CONTRACT_LEASE_MS, CONTRACT_TTL_MS, type ContractCase } from './storeContractCase.js';
 
 /**
  * The contract's fencing cases: a holder whose lease was taken over, completed, released or
@@ -24,17 +24,17 @@ function fencedWriteCases(t: ContractCase): void {
   }) => {
     const zombie = tokenOf(await store.claim(request()));
     await store.saveStep(zombie, 'reserve', true);
-    clock.advance(LEASE_MS + 1);
+    clock.advance(CONTRACT_LEASE_MS + 1);
     const current = tokenOf(await store.claim(request()));
     const before = await store.get(current.scope, current.key);
 
-    await expectLeaseLost(store.complete(zombie, success('zombie'), TTL_MS));
+    await expectLeaseLost(store.complete(zombie, success('zombie'), CONTRACT_TTL_MS));
     await expectLeaseLost(store.release(zombie));
-    await expectLeaseLost(store.heartbeat(zombie, LEASE_MS * 10));
+    await expectLeaseLost(store.heartbeat(zombie, CONTRACT_LEASE_MS * 10));
     await expectLeaseLost(store.saveStep(zombie, 'charge', 'zombie-charge'));
     expect(await store.get(current.scope, current.key)).toEqual(before);
 
-    await store.complete(current, success('current'), TTL_MS);
+    await store.complete(current, success('current'), CONTRACT_TTL_MS);
     const replay = await store.claim(request());
     expect(replay.record.outcome).toEqual(success('current'));
   });
@@ -44,10 +44,10 @@ function fencedWriteCases(t: ContractCase): void {
     clock,
   }) => {
     const token = tokenOf(await store.claim(request()));
-    await store.complete(token, success(1), TTL_MS);
-    await expectLeaseLost(store.complete(token, success(2), TTL_MS));
+    await store.complete(token, success(1), CONTRACT_TTL_MS);
+    await expectLeaseLost(store.complete(token, success(2), CONTRACT_TTL_MS));
     await expectLeaseLost(store.release(token));
-    await expectLeaseLost(store.heartbeat(token, LEASE_MS));
+    await expectLeaseLost(store.heartbeat(token, CONTRACT_LEASE_MS));
     await expectLeaseLost(store.saveStep(token, 'late', 1));
     await expectLeaseLost(
       store.release({ scope: 's', key: 'never-claimed', version: 1, createdAt: clock.now() }),
@@ -60,18 +60,18 @@ function fencedWriteCases(t: ContractCase): void {
     clock,
   }) => {
     const zombie = tokenOf(await store.claim(request()));
-    clock.advance(TTL_MS);
+    clock.advance(CONTRACT_TTL_MS);
     expect(await store.sweep({ limit: 10 })).toBe(1);
     clock.advance(1);
     const fresh = tokenOf(await store.claim(request()));
     expect(fresh.version).toBe(zombie.version);
     await expectLeaseLost(store.saveStep(zombie, 'charge', 'zombie'));
-    await expectLeaseLost(store.heartbeat(zombie, LEASE_MS));
-    await expectLeaseLost(store.complete(zombie, success('zombie'), TTL_MS));
+    await expectLeaseLost(store.heartbeat(zombie, CONTRACT_LEASE_MS));
+    await expectLeaseLost(store.complete(zombie, success('zombie'), CONTRACT_TTL_MS));
     await expectLeaseLost(store.release(zombie));
     const record = await store.get(fresh.scope, fresh.key);
     expect(record).toMatchObject({ status: 'in_progress', steps: {}, outcome: null });
-    expect(record?.lockedUntil).toBe(clock.now() + LEASE_MS);
+    expect(record?.lockedUntil).toBe(clock.now() + CONTRACT_LEASE_MS);
   });
 
   it('lets the holder finish after its lease ran out if nobody took over', async ({
@@ -79,8 +79,8 @@ function fencedWriteCases(t: ContractCase): void {
     clock,
   }) => {
     const token = tokenOf(await store.claim(request()));
-    clock.advance(LEASE_MS * 3);
-    await store.complete(token, success('late but sole'), TTL_MS);
+    clock.advance(CONTRACT_LEASE_MS * 3);
+    await store.complete(token, success('late but sole'), CONTRACT_TTL_MS);
     expect((await store.claim(request())).status).toBe('replay');
   });
 }
@@ -102,7 +102,7 @@ function leaseLifeCases(t: ContractCase): void {
   it('extends the lease on heartbeat', async ({ store, clock }) => {
     const token = tokenOf(await store.claim(request()));
     clock.advance(800);
-    await store.heartbeat(token, LEASE_MS);
+    await store.heartbeat(token, CONTRACT_LEASE_MS);
     clock.advance(700);
     const result = await store.claim(request());
     expect(result.status).toBe('in_progress');
@@ -135,11 +135,11 @@ function leaseLifeCases(t: ContractCase): void {
         tokenOf(await store.claim(request({ key: `race-${index}` }))),
       ),
     );
-    clock.advance(LEASE_MS + 1);
+    clock.advance(CONTRACT_LEASE_MS + 1);
     const outcomes = await Promise.all(
       tokens.map(async (token) => {
         const [completed, claimed] = await Promise.allSettled([
-          store.complete(token, success('zombie'), TTL_MS),
+          store.complete(token, success('zombie'), CONTRACT_TTL_MS),
           store.claim(request({ key: token.key })),
         ]);
         return { completed, claimed };

@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest';
-import { type ContractCase, LEASE_MS, TTL_MS } from './storeContractCase.js';
+import { CONTRACT_LEASE_MS, CONTRACT_TTL_MS, type ContractCase } from './storeContractCase.js';
 
 /** The contract's cases of a record's end: reads past its TTL, and sweeping. */
 export function sweepCases(t: ContractCase): void {
@@ -23,7 +23,7 @@ export function sweepCases(t: ContractCase): void {
       await store.complete(young, success('young'), 10_000);
       const running = tokenOf(await store.claim(request({ key: 'running', ttlMs: 500 })));
       clock.advance(900);
-      await store.heartbeat(running, LEASE_MS);
+      await store.heartbeat(running, CONTRACT_LEASE_MS);
       await store.claim(request({ key: 'abandoned', ttlMs: 500, leaseMs: 500 }));
       clock.advance(600);
 
@@ -56,7 +56,7 @@ export function isolationCases(t: ContractCase): void {
       const a = tokenOf(await store.claim(request({ scope: 'user:a/pay' })));
       const b = await store.claim(request({ scope: 'user:b/pay', fingerprint: 'fp-b' }));
       expect(b).toMatchObject({ status: 'claimed', takeover: false });
-      await store.complete(a, success('for a'), TTL_MS);
+      await store.complete(a, success('for a'), CONTRACT_TTL_MS);
       expect((await store.get('user:b/pay', 'key-1'))?.outcome).toBeNull();
       expect((await store.claim(request({ scope: 'user:a/pay' }))).record.outcome).toEqual(
         success('for a'),
@@ -75,7 +75,7 @@ export function payloadCases(t: ContractCase): void {
         rows: Array.from({ length: 1000 }, (_, index) => ({ index, label: `row ${index}` })),
       };
       const token = tokenOf(await store.claim(request()));
-      await store.complete(token, success(big), TTL_MS);
+      await store.complete(token, success(big), CONTRACT_TTL_MS);
       expect((await store.claim(request())).record.outcome).toEqual(success(big));
     });
 
@@ -84,7 +84,7 @@ export function payloadCases(t: ContractCase): void {
       const text = 'naïve café — 日本語 — עברית — 👩‍👩‍👧‍👦 — e\u0301 — 𝄞 — "quotes" \\ \n\t';
       const token = tokenOf(await store.claim(request({ scope })));
       await store.saveStep(token, 'ünïcode-step-名', { text });
-      await store.complete(token, success({ [text]: text, list: [text] }), TTL_MS);
+      await store.complete(token, success({ [text]: text, list: [text] }), CONTRACT_TTL_MS);
       const replay = await store.claim(request({ scope }));
       expect(replay.status).toBe('replay');
       expect(replay.record.scope).toBe(scope);
