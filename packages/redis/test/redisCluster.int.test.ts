@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';
 import { startRedisCluster } from '../src/testing/index.js';
-import { at, request as claimRequest, freshStore, until, useRedis } from './redisFixtures.js';
+import { at, freshStore, request as redisRequest, until, useRedis } from './redisFixtures.js';
 import { type NodeCommands, redisRisks } from './redisRisks.js';
 
 describe('redisStore on a Redis Cluster of three masters', () => {
@@ -27,7 +27,7 @@ describe('redisStore on a Redis Cluster of three masters', () => {
   redisRisks('cluster', () => ({ client: redis().client, nodes }));
 
   const request = (key: string) =>
-    claimRequest({ scope: 'tenant:acme/pay', key, fingerprint: 'fp' });
+    redisRequest({ scope: 'tenant:acme/pay', key, fingerprint: 'fp' });
 
   it('spreads records over every master, each record whole on one node', async () => {
     const { client } = redis();

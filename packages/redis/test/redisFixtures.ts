@@ -1,10 +1,6 @@
-import {
-  type ClaimRequest,
-  type ClaimResult,
-  type LeaseToken,
-  leaseTokenOf,
-} from '@idem/core/store';
-import { afterAll, beforeAll, expect } from 'vitest';
+import type { ClaimRequest } from '@idem/core/store';
+import { claimRequest } from '@idem/core/testing/contract';
+import { afterAll, beforeAll } from 'vitest';
 import { type RedisConnection, type RedisStoreOptions, redisStore } from '../src/index.js';
 
 /**
@@ -44,21 +40,12 @@ export function freshStore(client: RedisConnection, options: RedisStoreOptions =
   return { keyPrefix, store: redisStore(client, { ...options, keyPrefix }) };
 }
 
-/** A claim of `k-1` in `user:1/pay` with a 30 s lease, changed by `overrides`. */
-export const request = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
-  scope: 'user:1/pay',
-  key: 'k-1',
-  fingerprint: 'fp-a',
-  leaseMs: 30_000,
-  ttlMs: 60_000,
-  ...overrides,
-});
-
-/** The lease a claim won; the test fails when it did not win. */
-export const tokenOf = (result: ClaimResult): LeaseToken => {
-  expect(result.status).toBe('claimed');
-  return leaseTokenOf(result.record);
-};
+/**
+ * The store contract's claim with a 30 s lease (time passes for real against Redis),
+ * changed by `overrides`.
+ */
+export const request = (overrides: Partial<ClaimRequest> = {}): ClaimRequest =>
+  claimRequest({ leaseMs: 30_000, ...overrides });
 
 /** `list[index]`; an error when it has no such item. */
 export function at<Item>(list: readonly Item[], index: number): Item {

@@ -1,10 +1,11 @@
 import { isConfigurationError, isLeaseLostError } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
+import { claimedToken } from '@idem/core/testing/contract';
 import { describe, expect, it } from 'vitest';
 import { type RedisConnection, redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';
 import { scripts } from '../src/scripts.js';
-import { at, freshStore, request, tokenOf, until } from './redisFixtures.js';
+import { at, freshStore, request, until } from './redisFixtures.js';
 
 /** A client to one node, for the commands a test sends past the store. */
 export interface NodeCommands {
@@ -70,7 +71,7 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
     it('lets Redis expire each record at its end: the lease while in progress, else the TTL', async () => {
       const { store, keyPrefix: prefix } = fresh();
       // The lease outlives the TTL: Redis keeps the key while its holder is alive.
-      const token = tokenOf(await store.claim(request({ ttlMs: 100, leaseMs: 60_000 })));
+      const token = claimedToken(await store.claim(request({ ttlMs: 100, leaseMs: 60_000 })));
       expect(await pttl(prefix, token.scope, token.key)).toBeGreaterThan(50_000);
       await store.heartbeat(token, 120_000);
       expect(await pttl(prefix, token.scope, token.key)).toBeGreaterThan(100_000);
@@ -94,7 +95,7 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
 
     it('fences out a holder whose lease ran out on the server clock and was taken over', async () => {
       const { store } = fresh();
-      const zombie = tokenOf(await store.claim(request({ leaseMs: 200 })));
+      const zombie = claimedToken(await store.claim(request({ leaseMs: 200 })));
       await store.saveStep(zombie, 'charge', { id: 'ch_1' });
       const takeover = await until(
         'the lease to run out on the server',
@@ -126,7 +127,7 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
         );
       await flushScripts();
       expect((await cached()).every((exists) => Number(exists) === 0)).toBe(true);
-      const token = tokenOf(await store.claim(request()));
+      const token = claimedToken(await store.claim(request()));
       expect((await cached()).some((exists) => Number(exists) === 1)).toBe(true);
       await flushScripts();
       await store.saveStep(token, 'reserve', true);
