@@ -11,7 +11,7 @@ import { inProcessPublisher } from '../src/outbox/publishers/inProcessPublisher.
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { RelayOptions } from '../src/outbox/relay/RelayOptions.js';
 import { backends, rows, useDatabase } from './harness.js';
-import { otelHarness } from './otelHarness.js';
+import { type OtelHarness, otelHarness } from './otelHarness.js';
 
 const schemas = {
   'order.placed': z.object({ orderId: z.string() }),
@@ -62,19 +62,63 @@ for (const backend of backends) {
           onEvent: telemetry.onEvent,
           ...options,
         });
+      /** A relay whose every publish the warehouse refuses, dead-lettering at `maxAttempts`. */
+      const refusedRelay = (maxAttempts: number) =>
+        relayWith(
+          inProcessPublisher({
+            'order.placed': () => {
+              throw new RangeError('the warehouse refused the order');
+            },
+          }),
+          { maxAttempts },
+        );
       const billing = idempotentConsumer({
         db,
         name: 'billing',
         clock,
         onEvent: telemetry.onEvent,
       });
-      return { db, otel, events, placeOrders, relayWith, billing };
+      /** A relay that hands each placed order to `billing`, and what it delivered. */
+      const billingRelay = () => {
+        const delivered: OutboxMessage[] = [];
+        const relay = relayWith(
+          inProcessPublisher({
+            'order.placed': async (message) => {
+              delivered.push(message);
+              await billing.handle(message, async (tx) => tx.execute(sql`select 1`));
+            },
+          }),
+        );
+        return { relay, delivered };
+      };
+      return { db, otel, events, placeOrders, relayWith, refusedRelay, billing, billingRelay };
     };
 
-    /** Lag values (seconds) a test may see: the clock's lead, less at most half of it. */
-    const expectLags = (point: { min?: number | undefined; max?: number | undefined }) => {
-      expect(point.min).toBeGreaterThan(AHEAD_MS / 2_000);
-      expect(point.max).toBeLessThanOrEqual(AHEAD_MS / 1_000 + 0.001);
+    /**
+     * The one point of the lag histogram `name`: `count` values with `attributes`, each the
+     * clock's lead less at most half of it (seconds).
+     */
+    const expectLag = async (
+      otel: OtelHarness,
+      name: string,
+      { attributes, count }: { attributes: Record<string, string>; count: number },
+    ) => {
+      const [lag, ...others] = await otel.points(name);
+      expect(others).toEqual([]);
+      expect(lag?.attributes).toEqual(attributes);
+      expect(lag?.count).toBe(count);
+      expect(lag?.min).toBeGreaterThan(AHEAD_MS / 2_000);
+      expect(lag?.max).toBeLessThanOrEqual(AHEAD_MS / 1_000 + 0.001);
+    };
+
+    const CONSUMER = { 'messaging.consumer.group.name': 'billing', ...PLACED };
+    /** idem.inbox.handled holds these points and no other: billing's, by outcome. */
+    const expectHandled = async (otel: OtelHarness, points: [Record<string, string>, number][]) => {
+      const handled = await otel.points('idem.inbox.handled');
+      expect(handled).toHaveLength(points.length);
+      for (const [attributes, value] of points) {
+        expect(handled).toContainEqual({ attributes: { ...CONSUMER, ...attributes }, value });
+      }
     };
 
     it('idem.outbox.enqueued: one per event written, by topic', async () => {
@@ -103,24 +147,13 @@ for (const backend of backends) {
       expect(await otel.points('idem.outbox.published')).toEqual([
         { attributes: PLACED, value: 3 },
       ]);
-      const [lag, ...others] = await otel.points('idem.outbox.publish.lag');
-      expect(others).toEqual([]);
-      expect(lag?.attributes).toEqual(PLACED);
-      expect(lag?.count).toBe(3);
-      expectLags(lag ?? {});
+      await expectLag(otel, 'idem.outbox.publish.lag', { attributes: PLACED, count: 3 });
     });
 
     it('idem.outbox.retries: a failed publish that will be tried again, with error.type', async () => {
-      const { otel, placeOrders, relayWith } = await setUp();
+      const { otel, placeOrders, refusedRelay } = await setUp();
       await placeOrders('o-1');
-      const relay = relayWith(
-        inProcessPublisher({
-          'order.placed': () => {
-            throw new RangeError('the warehouse refused the order');
-          },
-        }),
-        { maxAttempts: 3 },
-      );
+      const relay = refusedRelay(3);
       expect((await relay.runOnce()).retried).toBe(1);
       expect(await otel.points('idem.outbox.retries')).toEqual([
         { attributes: { ...PLACED, 'error.type': 'RangeError' }, value: 1 },
@@ -130,16 +163,9 @@ for (const backend of backends) {
     });
 
     it('idem.outbox.dead_lettered: an event out of attempts', async () => {
-      const { otel, placeOrders, relayWith } = await setUp();
+      const { otel, placeOrders, refusedRelay } = await setUp();
       await placeOrders('o-1', 'o-2');
-      const relay = relayWith(
-        inProcessPublisher({
-          'order.placed': () => {
-            throw new RangeError('the warehouse refused the order');
-          },
-        }),
-        { maxAttempts: 1 },
-      );
+      const relay = refusedRelay(1);
       expect((await relay.runOnce()).deadLettered).toBe(2);
       expect(await otel.points('idem.outbox.dead_lettered')).toEqual([
         { attributes: { ...PLACED, 'error.type': 'RangeError' }, value: 2 },
@@ -148,17 +174,9 @@ for (const backend of backends) {
     });
 
     it('idem.inbox.handled and idem.outbox.consume.lag: processed, duplicate and failed deliveries', async () => {
-      const { db, otel, placeOrders, relayWith, billing } = await setUp();
+      const { db, otel, placeOrders, billing, billingRelay } = await setUp();
       const [first] = await placeOrders('o-1', 'o-2');
-      const delivered: OutboxMessage[] = [];
-      const relay = relayWith(
-        inProcessPublisher({
-          'order.placed': async (message) => {
-            delivered.push(message);
-            await billing.handle(message, async (tx) => tx.execute(sql`select 1`));
-          },
-        }),
-      );
+      const { relay, delivered } = billingRelay();
       expect((await relay.runOnce()).published).toBe(2);
       // A redelivery of the first event, as a broker would make after a lost ack.
       const again = delivered.find((message) => message.id === first);
@@ -172,27 +190,13 @@ for (const backend of backends) {
         }),
       ).rejects.toBe(failure);
 
-      const consumer = { 'messaging.consumer.group.name': 'billing', ...PLACED };
-      const handled = await otel.points('idem.inbox.handled');
-      expect(handled).toHaveLength(3);
-      expect(handled).toContainEqual({
-        attributes: { ...consumer, 'idem.outcome': 'processed' },
-        value: 2,
-      });
-      expect(handled).toContainEqual({
-        attributes: { ...consumer, 'idem.outcome': 'duplicate' },
-        value: 1,
-      });
-      expect(handled).toContainEqual({
-        attributes: { ...consumer, 'idem.outcome': 'failed', 'error.type': 'TypeError' },
-        value: 1,
-      });
+      await expectHandled(otel, [
+        [{ 'idem.outcome': 'processed' }, 2],
+        [{ 'idem.outcome': 'duplicate' }, 1],
+        [{ 'idem.outcome': 'failed', 'error.type': 'TypeError' }, 1],
+      ]);
       // Only a processed delivery has a lag: from the producing transaction to its commit.
-      const [lag, ...others] = await otel.points('idem.outbox.consume.lag');
-      expect(others).toEqual([]);
-      expect(lag?.attributes).toEqual(consumer);
-      expect(lag?.count).toBe(2);
-      expectLags(lag ?? {});
+      await expectLag(otel, 'idem.outbox.consume.lag', { attributes: CONSUMER, count: 2 });
       const [inbox] = await rows<{ n: number | string }>(
         db,
         sql`select count(*) as n from idem_inbox where consumer = 'billing'`,
@@ -201,17 +205,9 @@ for (const backend of backends) {
     });
 
     it('spans: one per delivery a consumer handled, with its outcome and event id', async () => {
-      const { otel, placeOrders, relayWith, billing } = await setUp();
+      const { otel, placeOrders, billing, billingRelay } = await setUp();
       const [id] = await placeOrders('o-1');
-      const delivered: OutboxMessage[] = [];
-      const relay = relayWith(
-        inProcessPublisher({
-          'order.placed': async (message) => {
-            delivered.push(message);
-            await billing.handle(message, async (tx) => tx.execute(sql`select 1`));
-          },
-        }),
-      );
+      const { relay, delivered } = billingRelay();
       expect((await relay.runOnce()).published).toBe(1);
       await billing.handle(delivered[0] as OutboxMessage, async () => 'never runs');
       const failedId = crypto.randomUUID();
@@ -268,21 +264,11 @@ for (const backend of backends) {
       expect(round.published).toBe(2);
       expect(round.retried).toBe(1);
 
-      const consumer = { 'messaging.consumer.group.name': 'billing', ...PLACED };
-      const handled = await otel.points('idem.inbox.handled');
-      expect(handled).toHaveLength(2);
-      expect(handled).toContainEqual({
-        attributes: { ...consumer, 'idem.outcome': 'processed' },
-        value: 2,
-      });
-      expect(handled).toContainEqual({
-        attributes: { ...consumer, 'idem.outcome': 'failed', 'error.type': 'RangeError' },
-        value: 1,
-      });
-      const [lag, ...others] = await otel.points('idem.outbox.consume.lag');
-      expect(others).toEqual([]);
-      expect(lag?.count).toBe(2);
-      expectLags(lag ?? {});
+      await expectHandled(otel, [
+        [{ 'idem.outcome': 'processed' }, 2],
+        [{ 'idem.outcome': 'failed', 'error.type': 'RangeError' }, 1],
+      ]);
+      await expectLag(otel, 'idem.outbox.consume.lag', { attributes: CONSUMER, count: 2 });
       // A span per event, each saying how large its batch was.
       expect(otel.spans().map((span) => span.attributes['messaging.batch.message_count'])).toEqual([
         3, 3, 3,
