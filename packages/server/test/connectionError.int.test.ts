@@ -5,8 +5,13 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isConnectionError } from '../src/postgres/connectionError.js';
-import { until } from './fixtures/deferred.js';
-import { connect, createScratchDatabase, rows, type ScratchDatabase } from './harness.js';
+import {
+  connect,
+  createScratchDatabase,
+  rows,
+  type ScratchDatabase,
+  untilGateWaiter,
+} from './harness.js';
 
 /** An advisory lock the observer holds so that a statement waits, and can be ended there. */
 const GATE = 727_272;
@@ -51,6 +56,19 @@ async function tcpServer(onSocket: (socket: Socket) => void) {
   };
 }
 
+/**
+ * What the first statement of a one-connection client of `url` fails with, connecting for
+ * at most `connectTimeoutS`; the client is ended at once after.
+ */
+async function firstStatementFailure(url: string, connectTimeoutS: number): Promise<unknown> {
+  const client = postgres(url, { max: 1, connect_timeout: connectTimeoutS, onnotice: () => {} });
+  try {
+    return await rejectionOf(drizzle(client).execute(sql`select 1`));
+  } finally {
+    await client.end({ timeout: 0 });
+  }
+}
+
 describe('isConnectionError', () => {
   let scratch: ScratchDatabase;
   let observer: ReturnType<typeof connect>;
@@ -73,19 +91,7 @@ describe('isConnectionError', () => {
     await observer.execute(sql`select pg_advisory_lock(${GATE}::int8)`);
     try {
       const failed = rejectionOf(db.execute(sql`select pg_advisory_lock(${GATE}::int8)`));
-      const pid = await until(
-        async () =>
-          (
-            await rows<{ pid: number }>(
-              observer,
-              sql`select pid from pg_locks
-                  where locktype = 'advisory' and not granted
-                    and database = (select oid from pg_database where datname = current_database())
-                    and classid = 0 and objid = ${GATE} and objsubid = 1`,
-            )
-          )[0]?.pid,
-        { what: 'the statement to wait on the gate', timeoutMs: 60_000 },
-      );
+      const pid = await untilGateWaiter(observer, GATE, 'the statement to wait on the gate');
       await end(pid);
       return await failed;
     } finally {
@@ -132,40 +138,31 @@ describe('isConnectionError', () => {
 
   it('a server that accepts and never answers: CONNECT_TIMEOUT', async () => {
     const silent = await tcpServer(() => undefined);
-    const client = postgres(silent.url, { max: 1, connect_timeout: 1, onnotice: () => {} });
     try {
-      const timedOut = await rejectionOf(drizzle(client).execute(sql`select 1`));
+      const timedOut = await firstStatementFailure(silent.url, 1);
       expect(codesOf(timedOut)).toEqual([undefined, 'CONNECT_TIMEOUT']);
       expect(isConnectionError(timedOut)).toBe(true);
     } finally {
-      await client.end({ timeout: 0 });
       await silent.close();
     }
   });
 
   it('a connection the server resets, and one it refuses: the socket’s own error', async () => {
     const resetting = await tcpServer((socket) => socket.resetAndDestroy());
-    const reset = postgres(resetting.url, { max: 1, connect_timeout: 30, onnotice: () => {} });
     try {
-      const error = await rejectionOf(drizzle(reset).execute(sql`select 1`));
-      expect(['ECONNRESET', 'EPIPE']).toContain(codesOf(error)[1]);
-      expect(isConnectionError(error)).toBe(true);
+      const reset = await firstStatementFailure(resetting.url, 30);
+      expect(['ECONNRESET', 'EPIPE']).toContain(codesOf(reset)[1]);
+      expect(isConnectionError(reset)).toBe(true);
     } finally {
-      await reset.end({ timeout: 0 });
       await resetting.close();
     }
 
     // A port that was just listened on and closed: nothing listens there now.
     const gone = await tcpServer(() => undefined);
     await gone.close();
-    const refused = postgres(gone.url, { max: 1, connect_timeout: 30, onnotice: () => {} });
-    try {
-      const error = await rejectionOf(drizzle(refused).execute(sql`select 1`));
-      expect(codesOf(error)).toEqual([undefined, 'ECONNREFUSED']);
-      expect(isConnectionError(error)).toBe(true);
-    } finally {
-      await refused.end({ timeout: 0 });
-    }
+    const refused = await firstStatementFailure(gone.url, 30);
+    expect(codesOf(refused)).toEqual([undefined, 'ECONNREFUSED']);
+    expect(isConnectionError(refused)).toBe(true);
   });
 
   it('a class 08 SQLSTATE counts, whoever raised it', async () => {

@@ -110,6 +110,30 @@ export async function untilLockWaiters(
   }
 }
 
+/**
+ * Waits until a backend of this database waits on the advisory lock `gate` (one bigint:
+ * `classid` 0, `objid` the gate, `objsubid` 1 in `pg_locks`), and answers its pid.
+ */
+export function untilGateWaiter(
+  observer: PgDatabaseLike,
+  gate: number,
+  what: string,
+): Promise<number> {
+  return until(
+    async () =>
+      (
+        await rows<{ pid: number }>(
+          observer,
+          sql`select pid from pg_locks
+              where locktype = 'advisory' and not granted
+                and database = (select oid from pg_database where datname = current_database())
+                and classid = 0 and objid = ${gate} and objsubid = 1`,
+        )
+      )[0]?.pid,
+    { what, timeoutMs: 60_000 },
+  );
+}
+
 export {
   createScratchDatabase,
   type ScratchDatabase,

@@ -12,9 +12,15 @@ import {
   idempotencyContext,
   idempotent,
 } from '../src/trpc/index.js';
-import { until } from './fixtures/deferred.js';
 import { CREATE_ORDERS, createTestApp, type TestApp } from './fixtures/testApp.js';
-import { connect, countOf, createScratchDatabase, rows, type ScratchDatabase } from './harness.js';
+import {
+  connect,
+  countOf,
+  createScratchDatabase,
+  rows,
+  type ScratchDatabase,
+  untilGateWaiter,
+} from './harness.js';
 import { mutate } from './httpClient.js';
 
 /**
@@ -88,18 +94,10 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
       const answer = request();
       // The kill must not wait for the answer; the answer is awaited below.
       answer.catch(() => undefined);
-      const pid = await until(
-        async () =>
-          (
-            await rows<{ pid: number }>(
-              observer,
-              sql`select pid from pg_locks
-                  where locktype = 'advisory' and not granted
-                    and database = (select oid from pg_database where datname = current_database())
-                    and classid = 0 and objid = ${GATE} and objsubid = 1`,
-            )
-          )[0]?.pid,
-        { what: 'a statement of the request to wait on the gate', timeoutMs: 60_000 },
+      const pid = await untilGateWaiter(
+        observer,
+        GATE,
+        'a statement of the request to wait on the gate',
       );
       const [killed] = await rows<{ ok: boolean }>(
         observer,
