@@ -15,7 +15,8 @@ import type {
 import type { IdempotencyOptions, InProgressWait } from './IdempotencyOptions.js';
 import { LeaseKeeper } from './lease.js';
 import { type IdempotencySettings, resolveSettings } from './resolveSettings.js';
-import type { ClaimRequest, ClaimResult } from './store/IdempotencyStore.js';
+import type { ClaimResult } from './store/IdempotencyStore.js';
+import type { ClaimRequest } from './store/record.js';
 import { validateKey } from './validateKey.js';
 
 export { wasReplayed } from './answerClaim.js';

@@ -1,14 +1,10 @@
-import type { IdempotencyRecord, JsonValue, LeaseToken, StoredOutcome } from './record.js';
-
-export interface ClaimRequest {
-  scope: string;
-  key: string;
-  fingerprint: string;
-  /** How long the claimant holds the key before another attempt may take it over. */
-  leaseMs: number;
-  /** How long the record lives; completion restarts this from the completion time. */
-  ttlMs: number;
-}
+import type {
+  ClaimRequest,
+  IdempotencyRecord,
+  JsonValue,
+  LeaseToken,
+  StoredOutcome,
+} from './record.js';
 
 /** The result of one atomic `claim`, one variant per row of the claim table. */
 export type ClaimResult =

@@ -5,7 +5,8 @@ import { storeContract } from '../testing/contract/storeContract.js';
 import { manualClock } from '../testing/manualClock.js';
 import { memoryStore } from '../testing/memoryStore.js';
 import { cachedStore } from './cachedStore.js';
-import type { ClaimRequest, IdempotencyStore } from './IdempotencyStore.js';
+import type { IdempotencyStore } from './IdempotencyStore.js';
+import type { ClaimRequest } from './record.js';
 import { leaseTokenOf, type StoredOutcome } from './record.js';
 
 storeContract('cachedStore over memoryStore', async (clock) => ({

@@ -1,6 +1,7 @@
 import { type Clock, systemClock } from '../Clock.js';
 import { requirePositive } from '../requirePositive.js';
-import type { ClaimRequest, ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
+import type { ClaimResult, IdempotencyStore } from './IdempotencyStore.js';
+import type { ClaimRequest } from './record.js';
 import { decideClaim, type IdempotencyRecord, isExpired } from './record.js';
 
 export interface CachedStoreOptions {

@@ -11,13 +11,13 @@ export { formatKeyHeader, type KeyHeaderFields, parseKeyHeader } from '../parseK
 export { requirePositive } from '../requirePositive.js';
 export { type CachedStoreOptions, cachedStore } from './cachedStore.js';
 export type {
-  ClaimRequest,
   ClaimResult,
   IdempotencyStore,
   SweepOptions,
 } from './IdempotencyStore.js';
 export {
   type ClaimDecision,
+  type ClaimRequest,
   decideClaim,
   type IdempotencyRecord,
   isExpired,

@@ -1,5 +1,3 @@
-import type { ClaimRequest } from './IdempotencyStore.js';
-
 /**
  * A JSON value as stores keep it. The engine serializes outcomes and step results into
  * this shape before a store sees them, so every store (memory, PGlite, Postgres) holds
@@ -95,6 +93,17 @@ export function isExpired(
 /** The lease of an in-progress record has run out: the next claim takes it over. */
 export function isLeaseExpired(record: IdempotencyRecord, now: number): boolean {
   return record.status === 'in_progress' && (record.lockedUntil ?? 0) <= now;
+}
+
+/** What a claim asks for: the store's `claim`, and the claim table of `decideClaim`. */
+export interface ClaimRequest {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  /** How long the claimant holds the key before another attempt may take it over. */
+  leaseMs: number;
+  /** How long the record lives; completion restarts this from the completion time. */
+  ttlMs: number;
 }
 
 /** The decision of one claim: what to answer, and the record to write (if it changes). */

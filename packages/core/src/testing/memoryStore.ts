@@ -1,12 +1,8 @@
 import { type Clock, systemClock } from '../Clock.js';
 import { LeaseLostError } from '../errors/LeaseLostError.js';
-import type {
-  ClaimRequest,
-  ClaimResult,
-  IdempotencyStore,
-  SweepOptions,
-} from '../store/IdempotencyStore.js';
+import type { ClaimResult, IdempotencyStore, SweepOptions } from '../store/IdempotencyStore.js';
 import {
+  type ClaimRequest,
   decideClaim,
   type IdempotencyRecord,
   isExpired,

@@ -1,7 +1,8 @@
 import { expect } from 'vitest';
 import { isLeaseLostError } from '../../errors/LeaseLostError.js';
-import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../../store/IdempotencyStore.js';
+import type { ClaimResult, IdempotencyStore } from '../../store/IdempotencyStore.js';
 import {
+  type ClaimRequest,
   type JsonValue,
   type LeaseToken,
   leaseTokenOf,
