@@ -2,7 +2,6 @@ import { type Clock, ConfigurationError, type JsonValue, LeaseLostError } from '
 import {
   type ClaimRequest,
   type ClaimResult,
-  decideClaim,
   type IdempotencyRecord,
   type IdempotencyStore,
   isExpired,
@@ -13,6 +12,7 @@ import {
 } from '@idem/core/store';
 import { type RedisConnection, runScript, scanKeys } from './RedisConnection.js';
 import { recordKey, recordKeyPattern } from './recordKey.js';
+import { claimResultOf, recordOf } from './scriptReplies.js';
 import { type LuaScript, scripts } from './scripts.js';
 
 export interface RedisStoreOptions {
@@ -128,22 +128,6 @@ function keyPrefixOf(keyPrefix: string | undefined): string {
   return prefix;
 }
 
-/** What the claim script answered: claimed (it wrote), or the record for the claim table. */
-function claimResultOf(request: ClaimRequest, reply: unknown): ClaimResult {
-  const [answer, now, fields] = reply as [unknown, unknown, unknown[]];
-  const record = recordOf(request.scope, request.key, fields);
-  if (String(answer) !== 'read') {
-    return { status: 'claimed', takeover: String(answer) === 'takeover', record };
-  }
-  const decision = decideClaim(record, request, Number(String(now)));
-  if (decision.status === 'claimed') {
-    throw new Error(
-      `redisStore: the claim script left "${request.key}" unclaimed where the claim table claims it; this is a bug in @idem/redis.`,
-    );
-  }
-  return decision;
-}
-
 /** Deletes up to `limit` expired records under `prefix`, on every node; how many it deleted. */
 async function sweepRecords(
   client: RedisConnection,
@@ -166,44 +150,4 @@ async function sweepRecords(
     if (deleted >= limit) break;
   }
   return deleted;
-}
-
-const STEP = 'step:';
-
-function recordOf(scope: string, key: string, flat: unknown[]): IdempotencyRecord {
-  const fields = new Map<string, string>();
-  const steps: Record<string, JsonValue> = {};
-  for (let index = 0; index < flat.length; index += 2) {
-    // String(): a client whose type mapping answers Buffers still reads the same text.
-    const name = String(flat[index]);
-    const value = String(flat[index + 1]);
-    if (name.startsWith(STEP)) {
-      // defineProperty: a plain assignment of "__proto__" would set the prototype instead.
-      Object.defineProperty(steps, name.slice(STEP.length), {
-        value: JSON.parse(value) as JsonValue,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    } else {
-      fields.set(name, value);
-    }
-  }
-  const number = (name: string) => Number(fields.get(name));
-  const optional = (name: string) => (fields.has(name) ? number(name) : null);
-  const outcome = fields.get('outcome');
-  return {
-    scope,
-    key,
-    fingerprint: fields.get('fingerprint') ?? '',
-    status: fields.get('status') === 'completed' ? 'completed' : 'in_progress',
-    version: number('version'),
-    lockedUntil: optional('locked_until'),
-    attempts: number('attempts'),
-    outcome: outcome === undefined ? null : (JSON.parse(outcome) as StoredOutcome),
-    steps,
-    createdAt: number('created_at'),
-    completedAt: optional('completed_at'),
-    expiresAt: number('expires_at'),
-  };
 }
