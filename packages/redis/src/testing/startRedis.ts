@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 
 export interface StartRedisOptions {
@@ -219,12 +220,12 @@ function command(port: number, args: string[]): Promise<string> {
   });
 }
 
+/** Asks `check` every 50 ms until it answers true; fails naming `what` after `timeoutMs`. */
 async function until(timeoutMs: number, what: string, check: () => Promise<boolean>) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`startRedis: timed out waiting for ${what}.`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  const timeout = AbortSignal.timeout(timeoutMs);
+  while (!(await check())) {
+    if (timeout.aborted) throw new Error(`startRedis: timed out waiting for ${what}.`);
+    await sleep(50);
   }
 }
 
