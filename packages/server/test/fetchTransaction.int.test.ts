@@ -1,18 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import type { PGlite } from '@electric-sql/pglite';
 import { isConfigurationError } from '@idem/core';
 import { memoryStore } from '@idem/core/testing';
 import { type Logger, sql } from 'drizzle-orm';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
-import postgres from 'postgres';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
-import { deferred } from './fixtures/deferred.js';
+import { Gates } from './fixtures/testApp.js';
 import {
   backends,
   countOf,
+  loggedDatabase,
   rows,
   statementText,
   untilLockWaiters,
@@ -32,13 +29,15 @@ interface Order {
   tag: string;
   /** What the handler answers after writing its order. */
   answer?: 'created' | 'refused' | 'unavailable' | 'throws-stored' | 'throws-transient';
+  /** Wait at the tag's gate after writing the order, until the test opens it. */
+  gate?: boolean;
 }
 
 for (const backend of backends) {
   describe(`idempotentHandler in transaction mode on ${backend}`, () => {
     const database = useDatabase(backend);
     const executions = new Map<string, number>();
-    const gates = new Map<string, { arrived: () => void; open: Promise<void> }>();
+    const gates = new Gates();
 
     beforeAll(async () => {
       await database().db.execute(
@@ -54,11 +53,7 @@ for (const backend of backends) {
           const order = (await request.json()) as Order;
           executions.set(order.tag, (executions.get(order.tag) ?? 0) + 1);
           await tx.execute(sql`insert into fetch_orders (tag) values (${order.tag})`);
-          const gate = gates.get(order.tag);
-          if (gate) {
-            gate.arrived();
-            await gate.open;
-          }
+          if (order.gate) await gates.wait(order.tag);
           switch (order.answer) {
             case 'refused':
               return Response.json({ error: 'out of stock' }, { status: 409 });
@@ -82,6 +77,24 @@ for (const backend of backends) {
           sql`select status from idem_keys where key = ${key}`,
         )
       )[0]?.status;
+    /**
+     * Sends `order` again under `key`: the first answer again, marked replayed, without
+     * running the handler again; `orders` orders of its tag stay written.
+     */
+    const expectReplay = async (
+      handle: ReturnType<typeof handlerOn>,
+      key: string,
+      order: Order,
+      first: { status: number; body: string },
+      orders: number,
+    ) => {
+      const replay = await handle(post(key, order));
+      expect(replay.status).toBe(first.status);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(await replay.text()).toBe(first.body);
+      expect(executions.get(order.tag)).toBe(1);
+      expect(await ordersOf(order.tag)).toBe(orders);
+    };
 
     it('commits the handler’s writes with the stored response; a replay writes nothing', async () => {
       const handle = handlerOn(database().db);
@@ -94,12 +107,7 @@ for (const backend of backends) {
       expect(await recordOf(key)).toBe('completed');
       expect(await ordersOf(tag)).toBe(1);
 
-      const replay = await handle(post(key, { tag }));
-      expect(replay.status).toBe(200);
-      expect(replay.headers.get('idempotent-replayed')).toBe('true');
-      expect(await replay.text()).toBe(body);
-      expect(executions.get(tag)).toBe(1);
-      expect(await ordersOf(tag)).toBe(1);
+      await expectReplay(handle, key, { tag }, { status: first.status, body }, 1);
     });
 
     it('a stored 4xx response, or a thrown error the policy stores, rolls the writes back and replays', async () => {
@@ -113,12 +121,7 @@ for (const backend of backends) {
         expect(await ordersOf(tag)).toBe(0);
         expect(await recordOf(key)).toBe('completed');
 
-        const replay = await handle(post(key, { tag, answer }));
-        expect(replay.status).toBe(first.status);
-        expect(replay.headers.get('idempotent-replayed')).toBe('true');
-        expect(await replay.text()).toBe(body);
-        expect(executions.get(tag)).toBe(1);
-        expect(await ordersOf(tag)).toBe(0);
+        await expectReplay(handle, key, { tag, answer }, { status: first.status, body }, 0);
       }
     });
 
@@ -150,11 +153,10 @@ for (const backend of backends) {
       const handle = handlerOn(database().db, { inProgress: { waitMs: 60_000 } });
       const key = randomUUID();
       const tag = randomUUID();
-      const arrived = deferred();
-      const open = deferred();
-      gates.set(tag, { arrived: arrived.resolve, open: open.promise });
-      const responses = Array.from({ length: CONCURRENCY }, () => handle(post(key, { tag })));
-      await arrived.promise;
+      const responses = Array.from({ length: CONCURRENCY }, () =>
+        handle(post(key, { tag, gate: true })),
+      );
+      await gates.arrived(tag);
       const { url } = database();
       if (url) {
         // Every other pooled connection is blocked on the holder's row: the row lock, not
@@ -163,7 +165,7 @@ for (const backend of backends) {
           what: 'duplicates to wait on the key',
         });
       }
-      open.resolve();
+      gates.open(tag);
       const answered = await Promise.all(responses);
       expect(answered.every((response) => response.status === 200)).toBe(true);
       expect(
@@ -179,17 +181,14 @@ for (const backend of backends) {
       const handle = handlerOn(database().db, { inProgress: { waitMs: 100 } });
       const key = randomUUID();
       const tag = randomUUID();
-      const arrived = deferred();
-      const open = deferred();
-      gates.set(tag, { arrived: arrived.resolve, open: open.promise });
-      const holder = handle(post(key, { tag }));
-      await arrived.promise;
-      const duplicate = await handle(post(key, { tag }));
+      const holder = handle(post(key, { tag, gate: true }));
+      await gates.arrived(tag);
+      const duplicate = await handle(post(key, { tag, gate: true }));
       expect(duplicate.status).toBe(409);
       expect(duplicate.headers.get('content-type')).toMatch(/^application\/problem\+json/);
       expect(duplicate.headers.get('retry-after')).toMatch(/^\d+$/);
       expect(await duplicate.json()).toMatchObject({ code: 'REQUEST_IN_PROGRESS' });
-      open.resolve();
+      gates.open(tag);
       expect((await holder).status).toBe(200);
       expect(executions.get(tag)).toBe(1);
       expect(await ordersOf(tag)).toBe(1);
@@ -215,18 +214,9 @@ for (const backend of backends) {
           );
         },
       };
-      const { db, url } = database();
-      let logged: PgDatabaseLike;
-      let close = async () => {};
-      if (url) {
-        const client = postgres(url, { max: 2, onnotice: () => {} });
-        logged = drizzlePostgres(client, { logger });
-        close = () => client.end();
-      } else {
-        logged = drizzlePglite((db as PgDatabaseLike & { $client: PGlite }).$client, { logger });
-      }
+      const logged = loggedDatabase(database(), logger);
       try {
-        const handle = handlerOn(logged);
+        const handle = handlerOn(logged.db);
         const key = randomUUID();
         const tag = randomUUID();
         expect((await handle(post(key, { tag }))).status).toBe(200);
@@ -236,7 +226,7 @@ for (const backend of backends) {
         expect(replay.headers.get('idempotent-replayed')).toBe('true');
         expect(statements).toEqual(['read record']);
       } finally {
-        await close();
+        await logged.close();
       }
     });
   });

@@ -1,5 +1,5 @@
 import { PGlite } from '@electric-sql/pglite';
-import { type SQL, sql } from 'drizzle-orm';
+import { type Logger, type SQL, sql } from 'drizzle-orm';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
@@ -81,6 +81,22 @@ const quiet = { onnotice: () => {} };
 /** Opens a client on one database; `max` connections (default 10). */
 export function connect(url: string, max = 10): PostgresJsDatabase & { $client: postgres.Sql } {
   return drizzlePostgres(postgres(url, { ...quiet, max }));
+}
+
+/**
+ * The test database through a client that logs every statement to `logger`: a pool of two
+ * connections of its own on Postgres (ended by `close`), the same PGlite instance otherwise.
+ */
+export function loggedDatabase(
+  { db, url }: TestDatabase,
+  logger: Logger,
+): { db: PgDatabaseLike; close: () => Promise<void> } {
+  if (url) {
+    const client = postgres(url, { ...quiet, max: 2 });
+    return { db: drizzlePostgres(client, { logger }), close: () => client.end() };
+  }
+  const { $client } = db as PgDatabaseLike & { $client: PGlite };
+  return { db: drizzlePglite($client, { logger }), close: async () => {} };
 }
 
 /**

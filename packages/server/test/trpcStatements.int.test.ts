@@ -1,14 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { PGlite } from '@electric-sql/pglite';
 import type { Logger } from 'drizzle-orm';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
-import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { idempotencyContext } from '../src/trpc/index.js';
 import { createTestApp, type TestApp } from './fixtures/testApp.js';
-import { backends, statementText, useDatabase } from './harness.js';
+import { backends, loggedDatabase, statementText, useDatabase } from './harness.js';
 
 /** A short name for each statement idem (or the test procedure) sends. */
 function label(query: string): string {
@@ -49,19 +44,12 @@ for (const backend of backends) {
     let close = async () => {};
 
     beforeAll(async () => {
-      const { db, url } = database();
-      let logged: PgDatabaseLike;
-      if (url) {
-        const client = postgres(url, { max: 2, onnotice: () => {} });
-        logged = drizzlePostgres(client, { logger });
-        close = () => client.end();
-      } else {
-        logged = drizzlePglite((db as PgDatabaseLike & { $client: PGlite }).$client, { logger });
-      }
-      await logged.execute(
+      const logged = loggedDatabase(database(), logger);
+      close = logged.close;
+      await logged.db.execute(
         'create table if not exists orders (id serial primary key, principal text not null, tag text not null, sku text not null)',
       );
-      app = createTestApp(logged);
+      app = createTestApp(logged.db);
     });
     afterAll(() => close());
 
