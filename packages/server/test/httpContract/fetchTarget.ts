@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import { type IdempotentHandlerOptions, idempotentHandler } from '../../src/fetch/index.js';
 import { type FetchServer, serveFetch } from '../../src/testing/serveFetch.js';
-import { Gates } from '../fixtures/testApp.js';
+import { executionCounter, Gates } from '../fixtures/testApp.js';
 import { type BackendName, countKeys, useDatabase } from '../harness.js';
 import type { ContractTarget, IdempotencyAnswer } from './ContractTarget.js';
 
@@ -15,12 +15,7 @@ export function useFetchTarget(
   mode: 'lease' | 'transaction' = 'lease',
 ): () => ContractTarget {
   const database = useDatabase(backend);
-  const executions = new Map<string, number>();
-  const run = (tag: string) => {
-    const count = (executions.get(tag) ?? 0) + 1;
-    executions.set(tag, count);
-    return count;
-  };
+  const { executions, run } = executionCounter();
   const gates = new Gates();
   let server: FetchServer | undefined;
 
