@@ -2,6 +2,11 @@
 // is a vitest suite (it imports `vitest`), and `@idem/core/testing`'s runtime helpers must
 // load where no test runner is installed.
 export {
+  type ServerClockSetup,
+  type ServerClockSubject,
+  serverClockContract,
+} from './serverClockContract.js';
+export {
   type StoreContractSetup,
   type StoreContractSubject,
   storeContract,
