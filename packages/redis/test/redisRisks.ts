@@ -1,6 +1,6 @@
 import { isConfigurationError, isLeaseLostError } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
-import { claimedToken } from '@idem/core/testing/contract';
+import { claimedToken, serverClockContract } from '@idem/core/testing/contract';
 import { describe, expect, it } from 'vitest';
 import { type RedisConnection, redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';
@@ -21,7 +21,8 @@ export interface RisksSubject {
 
 /**
  * What the contract cannot show because it moves time by hand: the Redis server's clock as
- * the judge, Redis's own expiry, the NOSCRIPT fallback, and the key encoding.
+ * the judge (the contract's `serverClockContract`, on TIME), Redis's own expiry, the NOSCRIPT
+ * fallback, and the key encoding.
  */
 export function redisRisks(name: string, subject: () => RisksSubject): void {
   describe(`redisStore beyond the contract: ${name}`, () => {
@@ -52,21 +53,10 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
     const flushScripts = () =>
       Promise.all(subject().nodes.map((node) => node.sendCommand(['SCRIPT', 'FLUSH'])));
 
-    it("judges leases by the Redis server's clock (TIME)", async () => {
-      const { store } = fresh();
-      const before = await serverTime();
-      const claim = await store.claim(request());
-      const after = await serverTime();
-      expect(claim.record.createdAt).toBeGreaterThanOrEqual(before);
-      expect(claim.record.createdAt).toBeLessThanOrEqual(after);
-      expect(claim.record.lockedUntil).toBe(claim.record.createdAt + 30_000);
-      expect(claim.record.expiresAt).toBe(claim.record.createdAt + 60_000);
-      const busy = await store.claim(request());
-      expect(busy.status).toBe('in_progress');
-      const retryAfterMs = busy.status === 'in_progress' ? busy.retryAfterMs : -1;
-      expect(retryAfterMs).toBeGreaterThan(0);
-      expect(retryAfterMs).toBeLessThanOrEqual(30_000);
-    });
+    serverClockContract(`redisStore (TIME): ${name}`, async () => ({
+      store: fresh().store,
+      serverNow: serverTime,
+    }));
 
     it('lets Redis expire each record at its end: the lease while in progress, else the TTL', async () => {
       const { store, keyPrefix: prefix } = fresh();
