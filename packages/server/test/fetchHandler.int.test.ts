@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isConfigurationError, LeaseLostError } from '@idem/core';
-import type { IdempotencyStore } from '@idem/core/store';
+import type { IdempotencyStore, LeaseToken } from '@idem/core/store';
 import { manualClock, memoryStore } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
@@ -37,6 +37,17 @@ const post = (
     ...(body !== undefined && { body }),
     ...init,
   });
+
+/** `store`, with `method` finding every lease taken over (a `LeaseLostError`). */
+const losingLeaseAt = (
+  method: 'complete' | 'heartbeat' | 'saveStep',
+  store: IdempotencyStore,
+): IdempotencyStore => ({
+  ...store,
+  [method]: async (token: LeaseToken) => {
+    throw new LeaseLostError(token.scope, token.key, token.version);
+  },
+});
 
 /** A body that never ends: 64 KiB chunks for as long as someone reads. */
 const endlessBody = () => {
@@ -243,17 +254,13 @@ for (const backend of backends) {
         return new Response('ok');
       });
       const key = randomUUID();
+      /** A text upload under `key`. */
+      const upload = (body: BodyInit, init?: RequestInit) =>
+        handler(
+          post('/api/upload', body, { 'Idempotency-Key': key, 'content-type': 'text/plain' }, init),
+        );
       const endless = endlessBody();
-      const response = await handler(
-        post(
-          '/api/upload',
-          endless.stream,
-          { 'Idempotency-Key': key, 'content-type': 'text/plain' },
-          {
-            duplex: 'half',
-          } as RequestInit,
-        ),
-      );
+      const response = await upload(endless.stream, { duplex: 'half' } as RequestInit);
       expect(response.status).toBe(413);
       expect(await response.json()).toMatchObject({
         code: 'INPUT_TOO_LARGE',
@@ -261,21 +268,11 @@ for (const backend of backends) {
       });
       expect(endless.chunksSent()).toBeLessThan(10); // read up to the limit, then cancelled
       // A declared length over the limit is refused before reading.
-      const declared = await handler(
-        post('/api/upload', 'x'.repeat(300_000), {
-          'Idempotency-Key': key,
-          'content-type': 'text/plain',
-        }),
-      );
+      const declared = await upload('x'.repeat(300_000));
       expect(declared.status).toBe(413);
       expect(runs).toBe(0);
       expect(await storedRows(key)).toBe(0);
-      const fits = await handler(
-        post('/api/upload', 'x'.repeat(1_000), {
-          'Idempotency-Key': key,
-          'content-type': 'text/plain',
-        }),
-      );
+      const fits = await upload('x'.repeat(1_000));
       expect(fits.status).toBe(200);
       expect(runs).toBe(1);
     });
@@ -397,13 +394,7 @@ describe('idempotentHandler without a database', () => {
   });
 
   it('an attempt that lost its lease answers 409 LEASE_LOST with Retry-After: 0', async () => {
-    const inner = memoryStore();
-    const store: IdempotencyStore = {
-      ...inner,
-      complete: async (token) => {
-        throw new LeaseLostError(token.scope, token.key, token.version);
-      },
-    };
+    const store = losingLeaseAt('complete', memoryStore());
     const handler = idempotentHandler({ store, scope: () => 'ann' }, () => new Response('late'));
     const response = await handler(post('/api/pay', '{}', { 'Idempotency-Key': 'k-1' }));
     expect(response.status).toBe(409);
@@ -414,13 +405,7 @@ describe('idempotentHandler without a database', () => {
 
   it('a handler that fails because its lease was lost (an AbortError) answers 409 LEASE_LOST, not its error', async () => {
     const clock = manualClock();
-    const inner = memoryStore({ clock });
-    const store: IdempotencyStore = {
-      ...inner,
-      heartbeat: async (token) => {
-        throw new LeaseLostError(token.scope, token.key, token.version);
-      },
-    };
+    const store = losingLeaseAt('heartbeat', memoryStore({ clock }));
     let waiting = () => {};
     const started = new Promise<void>((resolve) => (waiting = resolve));
     const handler = idempotentHandler(
@@ -442,13 +427,7 @@ describe('idempotentHandler without a database', () => {
   });
 
   it('a recovery point whose save finds the key taken over answers 409 LEASE_LOST', async () => {
-    const inner = memoryStore();
-    const store: IdempotencyStore = {
-      ...inner,
-      saveStep: async (token) => {
-        throw new LeaseLostError(token.scope, token.key, token.version);
-      },
-    };
+    const store = losingLeaseAt('saveStep', memoryStore());
     const handler = idempotentHandler({ store, scope: () => 'ann' }, async (_request, { step }) => {
       await step('charge', () => ({ chargeId: 'ch_1' }));
       return new Response('charged');
