@@ -22,24 +22,27 @@ const tableExists = async (db: PgDatabaseLike, name: string) => {
   return row?.present;
 };
 
+/** Runs `test` on a new PGlite database, nothing migrated yet; closed after. */
+async function onNewPglite(test: (db: PgDatabaseLike) => Promise<void>): Promise<void> {
+  const client = new PGlite();
+  try {
+    await test(drizzle(client));
+  } finally {
+    await client.close();
+  }
+}
+
 describe('migrate on PGlite', () => {
-  it('creates the tables once and is a no-op after that', async () => {
-    const client = new PGlite();
-    const db = drizzle(client);
-    try {
+  it('creates the tables once and is a no-op after that', () =>
+    onNewPglite(async (db) => {
       expect(await migrate(db)).toEqual({ applied: tags });
       expect(await migrate(db)).toEqual({ applied: [] });
       expect(await appliedTags(db)).toEqual(tags);
       expect(await tableExists(db, 'idem_keys')).toBe(true);
-    } finally {
-      await client.close();
-    }
-  });
+    }));
 
-  it('applies only the missing migrations, in order', async () => {
-    const client = new PGlite();
-    const db = drizzle(client);
-    try {
+  it('applies only the missing migrations, in order', () =>
+    onNewPglite(async (db) => {
       await migrate(db);
       const later = [
         { tag: '9998_first', hash: 'h1', statements: ['create table later_a (id int)'] },
@@ -53,24 +56,16 @@ describe('migrate on PGlite', () => {
         applied: ['9998_first', '9999_second'],
       });
       expect(await migrateWith(db, [...migrations, ...later])).toEqual({ applied: [] });
-    } finally {
-      await client.close();
-    }
-  });
+    }));
 
-  it('rolls everything back when a migration fails', async () => {
-    const client = new PGlite();
-    const db = drizzle(client);
-    try {
+  it('rolls everything back when a migration fails', () =>
+    onNewPglite(async (db) => {
       const broken = { tag: '9999_broken', hash: 'hb', statements: ['select * from nowhere'] };
       await expect(migrateWith(db, [...migrations, broken])).rejects.toThrow();
       expect(await tableExists(db, 'idem_keys')).toBe(false);
       expect(await tableExists(db, 'idem_migrations')).toBe(false);
       expect(await migrate(db)).toEqual({ applied: tags });
-    } finally {
-      await client.close();
-    }
-  });
+    }));
 });
 
 describe('migrate on Postgres', () => {
