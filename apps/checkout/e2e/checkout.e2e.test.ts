@@ -2,12 +2,13 @@ import { describe, expect, inject, it } from 'vitest';
 import {
   attemptOutcomes,
   checkoutKeyOf,
-  payWith,
   type Shopper,
   screenshot,
   shoppersIn,
-  WAIT_MS,
+  waitForAttempt,
   waitForCounts,
+  waitForPaidOrder,
+  waitForText,
 } from './shopper';
 
 const baseUrl = inject('baseUrl');
@@ -23,14 +24,30 @@ async function databaseFor({ page, api }: Shopper) {
   };
 }
 
+/**
+ * One charge, for which the provider was asked once, one order and one email in the
+ * database for the checkout on screen; what it holds, for more checks.
+ */
+async function expectChargedOnce(customer: Shopper) {
+  const database = await databaseFor(customer);
+  expect(database.charged).toHaveLength(1);
+  expect(database.charged[0]?.requests).toBe(1);
+  expect(database.orders).toHaveLength(1);
+  expect(database.emails).toHaveLength(1);
+  return database;
+}
+
+/** A new shopper who pays with this chaos (see payWith), once the order page shows one of each. */
+async function paidWith(query: string) {
+  const customer = await shopper({ pay: query });
+  await waitForPaidOrder(customer.page);
+  return { customer, page: customer.page };
+}
+
 describe('checkout in a real browser', () => {
   it('(a) happy path: one attempt, one charge, one order, one email', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '');
-    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await page.getByTestId('confirmation').getByText('is paid').waitFor({ timeout: WAIT_MS });
-    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    const { customer, page } = await paidWith('');
+    await waitForText(page, 'confirmation', 'is paid');
     await screenshot(page, 'a-happy-path');
 
     expect(await attemptOutcomes(page)).toEqual(['executed']);
@@ -43,15 +60,9 @@ describe('checkout in a real browser', () => {
   });
 
   it('(b) 50 % dropped replies: retries replay the one execution', async () => {
-    const customer = await shopper();
-    const { page } = customer;
     // Seed 4 drops the first two replies: the third attempt gets the stored answer.
-    await payWith(page, '?drop=50&seed=4');
-    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
-    await page
-      .locator('[data-testid=attempt][data-outcome=replayed]')
-      .waitFor({ timeout: WAIT_MS });
+    const { customer, page } = await paidWith('?drop=50&seed=4');
+    await waitForAttempt(page, 'replayed');
     await screenshot(page, 'b-dropped-replies');
 
     const outcomes = await attemptOutcomes(page);
@@ -62,23 +73,13 @@ describe('checkout in a real browser', () => {
         .getByText(/retrying in \d+ ms/)
         .count(),
     ).toBe(2);
-    const database = await databaseFor(customer);
-    expect(database.charged).toHaveLength(1);
-    expect(database.charged[0]?.requests).toBe(1);
-    expect(database.orders).toHaveLength(1);
-    expect(database.emails).toHaveLength(1);
+    await expectChargedOnce(customer);
   });
 
   it('(c) double click: two requests with one key, one charge', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?double=1');
-    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    const { customer, page } = await paidWith('?double=1');
     // The second request meets the first one's lease (409), then replays its answer.
-    await page
-      .locator('[data-testid=attempt][data-outcome=replayed]')
-      .waitFor({ timeout: WAIT_MS });
+    await waitForAttempt(page, 'replayed');
     await screenshot(page, 'c-double-click');
     // Both requests ended before the page moved on: nothing left "sending…" and no row
     // announcing a retry that never came, each request's attempts under its own heading.
@@ -91,32 +92,22 @@ describe('checkout in a real browser', () => {
     const outcomes = await attemptOutcomes(page);
     expect(outcomes.filter((outcome) => outcome === 'executed')).toHaveLength(1);
     expect(outcomes.length).toBeGreaterThanOrEqual(2);
-    const database = await databaseFor(customer);
-    expect(database.charged).toHaveLength(1);
-    expect(database.charged[0]?.requests).toBe(1);
-    expect(database.orders).toHaveLength(1);
-    expect(database.emails).toHaveLength(1);
+    await expectChargedOnce(customer);
   });
 
   it('(d) declined card: the decline is stored and replayed, nothing is charged', async () => {
-    const customer = await shopper();
+    const customer = await shopper({ pay: '', cardNumber: '4000 0000 0000 0002' });
     const { page } = customer;
-    await payWith(page, '', '4000 0000 0000 0002');
-    await page.getByTestId('pay-error').getByText('Declined.').waitFor({ timeout: WAIT_MS });
+    await waitForText(page, 'pay-error', 'Declined.');
     expect(await attemptOutcomes(page)).toEqual(['error']);
 
     // Pay again with the same request: same key, the stored decline comes back.
     await page.getByTestId('pay').click();
-    await page
-      .locator('[data-testid=attempt][data-outcome=replayed-error]')
-      .waitFor({ timeout: WAIT_MS });
-    await page.getByTestId('pay-error').getByText('Declined.').waitFor({ timeout: WAIT_MS });
+    await waitForAttempt(page, 'replayed-error');
+    await waitForText(page, 'pay-error', 'Declined.');
     await waitForCounts(page, { charges: 0, orders: 0, emails: 0 });
-    await page
-      .getByTestId('count-charges')
-      .getByText('declined: nothing charged')
-      .waitFor({ timeout: WAIT_MS });
-    await page.getByTestId('key-record').getByText('completed').waitFor({ timeout: WAIT_MS });
+    await waitForText(page, 'count-charges', 'declined: nothing charged');
+    await waitForText(page, 'key-record', 'completed');
     await screenshot(page, 'd-declined-card');
 
     expect(await attemptOutcomes(page)).toEqual(['error', 'replayed-error']);
@@ -130,24 +121,16 @@ describe('checkout in a real browser', () => {
   });
 
   it('(e) crash after charge: 409 while the lease lives, then a takeover without a second charge', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?crash=1');
-    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
-    await page.getByTestId('key-record').getByText('taken over 1×').waitFor({ timeout: WAIT_MS });
+    const { customer, page } = await paidWith('?crash=1');
+    await waitForText(page, 'key-record', 'taken over 1×');
     await screenshot(page, 'e-crash-after-charge');
 
     const outcomes = await attemptOutcomes(page);
     expect(outcomes[0]).toBe('connection-lost');
     expect(outcomes).toContain('in-progress');
     expect(outcomes.at(-1)).toBe('executed');
-    const database = await databaseFor(customer);
-    expect(database.charged).toHaveLength(1);
     // The takeover found the charge in its recovery point: the provider was asked once.
-    expect(database.charged[0]?.requests).toBe(1);
-    expect(database.orders).toHaveLength(1);
-    expect(database.emails).toHaveLength(1);
+    const database = await expectChargedOnce(customer);
     expect(database.key).toMatchObject({
       status: 'completed',
       attempts: 2,
@@ -156,15 +139,8 @@ describe('checkout in a real browser', () => {
   });
 
   it('(f) redelivered event: the inbox skips the copy, one email', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?redeliver=1');
-    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
-    await page
-      .getByTestId('count-emails')
-      .getByText('1 duplicate skipped by the inbox')
-      .waitFor({ timeout: WAIT_MS });
+    const { customer, page } = await paidWith('?redeliver=1');
+    await waitForText(page, 'count-emails', '1 duplicate skipped by the inbox');
     await screenshot(page, 'f-redelivered-event');
 
     const database = await databaseFor(customer);

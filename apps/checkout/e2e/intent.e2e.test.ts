@@ -4,13 +4,15 @@ import {
   checkoutKeyOf,
   eventually,
   expectExactlyOnce,
-  payWith,
   type Shopper,
   screenshot,
   settledDatabase,
   shoppersIn,
   WAIT_MS,
+  waitForAttempt,
   waitForCounts,
+  waitForPaidOrder,
+  waitForText,
 } from './shopper';
 
 /**
@@ -38,14 +40,28 @@ interface KeyRecord {
   charges: number;
 }
 
+/**
+ * A new shopper who pays with this chaos (see payWith), and the checkout's key once its
+ * key record satisfies `done`.
+ */
+async function payUntil(query: string, done: (record: KeyRecord) => boolean) {
+  const customer = await shopper({ pay: query });
+  const key = await checkoutKeyOf(customer.page);
+  await keyRecord(customer, key, done);
+  return { customer, page: customer.page, key };
+}
+
+/** Charged, then the server "died": the key is in progress, with no order behind it. */
+const crashedAfterCharge = (record: KeyRecord) =>
+  record.status === 'in_progress' && record.charges === 1;
+
 describe('one payment per checkout, whatever the person does', () => {
   it('reload mid-payment under dropped replies: the reloaded page says "already paid"', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?drop=100');
-    const key = await checkoutKeyOf(page);
     // The server ran it; every reply is being dropped, and the tab is still retrying.
-    await keyRecord(customer, key, (record) => record.status === 'completed');
+    const { customer, page, key } = await payUntil(
+      '?drop=100',
+      (record) => record.status === 'completed',
+    );
     await page.reload();
 
     await page.getByTestId('already-paid').waitFor({ timeout: WAIT_MS });
@@ -55,8 +71,7 @@ describe('one payment per checkout, whatever the person does', () => {
     await page.getByTestId('what-happened').getByText('chaos: 100 % of replies dropped').waitFor();
     expect(await attemptOutcomes(page)).toContain('reply-lost');
     await page.getByTestId('already-paid').getByRole('link', { name: 'See the order' }).click();
-    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await waitForPaidOrder(page);
     await screenshot(page, 'h-reload-dropped-replies');
 
     expectExactlyOnce(await settledDatabase(customer.api, key));
@@ -64,16 +79,7 @@ describe('one payment per checkout, whatever the person does', () => {
   });
 
   it('reload mid-payment under a crash after the charge: Pay again completes the same order', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?crash=1');
-    const key = await checkoutKeyOf(page);
-    // Charged, then the server "died": the key is in progress, with no order behind it.
-    await keyRecord(
-      customer,
-      key,
-      (record) => record.status === 'in_progress' && record.charges === 1,
-    );
+    const { customer, page, key } = await payUntil('?crash=1', crashedAfterCharge);
     await page.reload();
 
     await page.getByTestId('payment-under-way').waitFor({ timeout: WAIT_MS });
@@ -81,7 +87,7 @@ describe('one payment per checkout, whatever the person does', () => {
     await page.getByTestId('pay').click();
     await page.waitForURL(/\/orders\/[^?]+$/, { timeout: WAIT_MS });
     await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
-    await page.getByTestId('key-record').getByText('taken over 1×').waitFor({ timeout: WAIT_MS });
+    await waitForText(page, 'key-record', 'taken over 1×');
     await screenshot(page, 'i-reload-crash');
 
     const database = await settledDatabase(customer.api, key);
@@ -92,15 +98,7 @@ describe('one payment per checkout, whatever the person does', () => {
   });
 
   it('a crash after the charge, then nobody comes back: the server finishes the one order', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?crash=1');
-    const key = await checkoutKeyOf(page);
-    await keyRecord(
-      customer,
-      key,
-      (record) => record.status === 'in_progress' && record.charges === 1,
-    );
+    const { customer, page, key } = await payUntil('?crash=1', crashedAfterCharge);
     await page.close();
 
     // Once the lease has passed and then ABANDONED_AFTER_MS more, the server takes over.
@@ -112,15 +110,7 @@ describe('one payment per checkout, whatever the person does', () => {
   }, 120_000);
 
   it('Back mid-payment, then checkout and Pay again: the same checkout, one charge', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?crash=1');
-    const key = await checkoutKeyOf(page);
-    await keyRecord(
-      customer,
-      key,
-      (record) => record.status === 'in_progress' && record.charges === 1,
-    );
+    const { customer, page, key } = await payUntil('?crash=1', crashedAfterCharge);
     await page.goBack();
     await page.waitForURL((url) => url.pathname === '/', { timeout: WAIT_MS });
 
@@ -129,8 +119,7 @@ describe('one payment per checkout, whatever the person does', () => {
     await page.waitForURL(/\/checkout/, { timeout: WAIT_MS });
     expect(await checkoutKeyOf(page)).toBe(key);
     await page.getByTestId('pay').click();
-    await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+    await waitForPaidOrder(page);
     await screenshot(page, 'j-back-then-pay');
 
     const database = await settledDatabase(customer.api, key);
@@ -187,7 +176,7 @@ describe('one payment per checkout, whatever the person does', () => {
       .getByRole('button', { name: 'Add to cart' })
       .click();
     await other.page.goto(link);
-    await other.page.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+    await waitForText(other.page, 'cart-total', '€30.50');
 
     await Promise.all([
       owner.page.getByTestId('pay').dispatchEvent('click'),
@@ -209,9 +198,8 @@ describe('one payment per checkout, whatever the person does', () => {
   });
 
   it('Pay again after "outcome unknown" finds out: the stored payment, not a second one', async () => {
-    const customer = await shopper();
+    const customer = await shopper({ pay: '?drop=100' });
     const { page } = customer;
-    await payWith(page, '?drop=100');
     const key = await checkoutKeyOf(page);
     // Every reply is lost until the retries give up (about ten attempts).
     const notice = page.locator('[data-testid=pay-error][data-outcome=unknown]');
@@ -226,9 +214,7 @@ describe('one payment per checkout, whatever the person does', () => {
     await page.locator('input[type=range]').first().fill('0');
     await page.getByTestId('pay').click();
     await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
-    await page
-      .locator('[data-testid=attempt][data-outcome=replayed]')
-      .waitFor({ timeout: WAIT_MS });
+    await waitForAttempt(page, 'replayed');
     expect((await attemptOutcomes(page)).at(-1)).toBe('replayed');
     await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
 
@@ -236,9 +222,7 @@ describe('one payment per checkout, whatever the person does', () => {
   }, 150_000);
 
   it('added latency: each attempt shows when it left the browser', async () => {
-    const customer = await shopper();
-    const { page } = customer;
-    await payWith(page, '?latency=1500');
+    const { page } = await shopper({ pay: '?latency=1500' });
     await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
     const sent = await page.locator('[data-testid=attempt] td.when').first().textContent();
     expect(Number((sent ?? '').replace(/[^0-9]/g, ''))).toBeGreaterThanOrEqual(1500);

@@ -41,12 +41,18 @@ export const PHONE = { width: 390, height: 844 };
 
 /**
  * A new browser context (own localStorage: cart, session), by default with two products
- * in the cart (`fill: false`: an empty one, like a second browser given a link).
+ * in the cart (`fill: false`: an empty one, like a second browser given a link). With
+ * `pay`, it then pays as `payWith` does, with that query string's chaos (and `cardNumber`).
  */
 export async function newShopper(
   browser: Browser,
   baseUrl: string,
-  options: { fill?: boolean; viewport?: { width: number; height: number } } = {},
+  options: {
+    fill?: boolean;
+    viewport?: { width: number; height: number };
+    pay?: string;
+    cardNumber?: string;
+  } = {},
 ): Promise<Shopper> {
   const context = await browser.newContext({
     baseURL: baseUrl,
@@ -73,6 +79,7 @@ export async function newShopper(
       }),
     ],
   });
+  if (options.pay !== undefined) await payWith(page, options.pay, options.cardNumber);
   return { page, context, api };
 }
 
@@ -109,6 +116,24 @@ export async function payWith(
   await page.getByTestId('cart-total').getByText(total).waitFor({ timeout: WAIT_MS });
   if (cardNumber) await page.locator('input[name=cardNumber]').fill(cardNumber);
   await page.getByTestId('pay').click();
+}
+
+/** Waits until the element with this test id shows `text`. */
+export async function waitForText(page: Page, testId: string, text: string): Promise<void> {
+  await page.getByTestId(testId).getByText(text).waitFor({ timeout: WAIT_MS });
+}
+
+/** Waits for the order page, its tiles showing one charge, one order and one email. */
+export async function waitForPaidOrder(page: Page): Promise<void> {
+  await page.waitForURL(/\/orders\//, { timeout: WAIT_MS });
+  await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
+}
+
+/** Waits until the panel lists an attempt with this outcome. */
+export async function waitForAttempt(page: Page, outcome: string): Promise<void> {
+  await page
+    .locator(`[data-testid=attempt][data-outcome=${outcome}]`)
+    .waitFor({ timeout: WAIT_MS });
 }
 
 /** Waits until the panel's three tiles show these counts. */
