@@ -10,6 +10,7 @@ export type IdempotencyErrorCode =
   | 'INVALID_CONFIGURATION'
   | 'UNSERIALIZABLE_VALUE'
   | 'INVALID_EVENT'
+  | 'INPUT_TOO_LARGE'
   | 'RETRY_BUDGET_EXHAUSTED';
 
 /**
