@@ -14,21 +14,18 @@ for (const backend of backends) {
         app().db,
         sql`select scope, status from idem_keys where key = ${key}`,
       );
+    /** A call of the derivedCheckout procedure, whose key() is the input's checkoutId. */
+    const checkout = (input: unknown, headers: Record<string, string>) =>
+      mutate(app().url, 'derivedCheckout', input, headers);
 
     it('one execution per derived key, whatever key each request sends (the header is ignored)', async () => {
       const checkoutId = `checkout-${randomUUID()}`;
       const tag = randomUUID();
       const input = { checkoutId, tag, cents: 500 };
-      const noHeader = await mutate(app().url, 'derivedCheckout', input, { 'x-user': 'ann' });
+      const noHeader = await checkout(input, { 'x-user': 'ann' });
       // What idempotencyLink sends: a fresh key per call. A reload, a second tab.
-      const otherKey = await mutate(app().url, 'derivedCheckout', input, {
-        'x-user': 'ann',
-        'Idempotency-Key': randomUUID(),
-      });
-      const again = await mutate(app().url, 'derivedCheckout', input, {
-        'x-user': 'ann',
-        'Idempotency-Key': randomUUID(),
-      });
+      const otherKey = await checkout(input, { 'x-user': 'ann', 'Idempotency-Key': randomUUID() });
+      const again = await checkout(input, { 'x-user': 'ann', 'Idempotency-Key': randomUUID() });
       expect(noHeader.status).toBe(200);
       expect(noHeader.data).toEqual({ execution: 1, key: checkoutId, cents: 500 });
       expect(otherKey.text).toBe(noHeader.text);
@@ -43,28 +40,13 @@ for (const backend of backends) {
     it('a derived key keeps the scope and the fingerprint: another user runs, another input is a 422', async () => {
       const checkoutId = `checkout-${randomUUID()}`;
       const tag = randomUUID();
-      const ann = await mutate(
-        app().url,
-        'derivedCheckout',
-        { checkoutId, tag, cents: 500 },
-        { 'x-user': 'ann' },
-      );
-      const bob = await mutate(
-        app().url,
-        'derivedCheckout',
-        { checkoutId, tag, cents: 500 },
-        { 'x-user': 'bob' },
-      );
+      const ann = await checkout({ checkoutId, tag, cents: 500 }, { 'x-user': 'ann' });
+      const bob = await checkout({ checkoutId, tag, cents: 500 }, { 'x-user': 'bob' });
       expect(ann.status).toBe(200);
       expect(bob.status).toBe(200);
       expect(app().executionsOf(tag)).toBe(2);
 
-      const changed = await mutate(
-        app().url,
-        'derivedCheckout',
-        { checkoutId, tag, cents: 900 },
-        { 'x-user': 'ann' },
-      );
+      const changed = await checkout({ checkoutId, tag, cents: 900 }, { 'x-user': 'ann' });
       expect(changed.status).toBe(422);
       expect(changed.error?.data.idempotency?.code).toBe('KEY_MISMATCH');
       expect(app().executionsOf(tag)).toBe(2);
@@ -80,9 +62,7 @@ for (const backend of backends) {
       async ({ checkoutId, reason }) => {
         const tag = randomUUID();
         const header = randomUUID();
-        const response = await mutate(
-          app().url,
-          'derivedCheckout',
+        const response = await checkout(
           { checkoutId, tag, cents: 1 },
           { 'x-user': 'ann', 'Idempotency-Key': header },
         );
