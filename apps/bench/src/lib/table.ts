@@ -20,17 +20,18 @@ export interface ResultRow {
   note?: string;
 }
 
+/** The columns in order, each headed by its field's name, and the side its cells align to. */
 const COLUMNS = [
-  ['scenario', 'scenario', 'left'],
-  ['variant', 'variant', 'left'],
-  ['result', 'result', 'right'],
-  ['p50', 'p50', 'right'],
-  ['p99', 'p99', 'right'],
-  ['ratio', 'ratio', 'right'],
-  ['target', 'target', 'left'],
-  ['verdict', 'verdict', 'left'],
-  ['note', 'note', 'left'],
-] as const satisfies readonly (readonly [keyof ResultRow, string, 'left' | 'right'])[];
+  ['scenario', 'left'],
+  ['variant', 'left'],
+  ['result', 'right'],
+  ['p50', 'right'],
+  ['p99', 'right'],
+  ['ratio', 'right'],
+  ['target', 'left'],
+  ['verdict', 'left'],
+  ['note', 'left'],
+] as const satisfies readonly (readonly [keyof ResultRow, 'left' | 'right'])[];
 
 /**
  * Renders rows as a fixed-width text table (also valid Markdown when `markdown` is set).
@@ -56,10 +57,10 @@ export function formatTable(
       return String(row[field] ?? '');
     }),
   );
-  const headers = used.map(([, header]) => header);
+  const headers = used.map(([field]) => field);
   // Every line has a cell in every column: `?? ''` reads in range.
-  const columns = used.map(([, header, align], column) => {
-    const size = Math.max(header.length, ...cells.map((line) => width(line[column] ?? '')));
+  const columns = used.map(([field, align], column) => {
+    const size = Math.max(field.length, ...cells.map((line) => width(line[column] ?? '')));
     const pad = (text: string) => {
       const fill = ' '.repeat(size - width(text));
       return align === 'right' ? fill + text : text + fill;
