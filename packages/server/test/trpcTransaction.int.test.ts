@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { until } from './fixtures/deferred.js';
-import { useTestApp } from './fixtures/testApp.js';
+import { type OrderInput, useTestApp } from './fixtures/testApp.js';
 import { backends, countOf, rows, untilLockWaiters } from './harness.js';
-import { idempotencyData, mutate } from './httpClient.js';
+import { idempotencyData, mutate, type RawResponse } from './httpClient.js';
 
 for (const backend of backends) {
   describe(`idempotent() in transaction mode over HTTP on ${backend}`, () => {
@@ -20,69 +20,84 @@ for (const backend of backends) {
           sql`select status, outcome->>'kind' as kind from idem_keys where key = ${key}`,
         )
       )[0];
-
-    it('commits the claim, the writes and the completion together; a replay writes nothing', async () => {
+    const txOrder = (input: OrderInput, key: string, user?: string) =>
+      mutate(app().url, 'txOrder', input, keyed(key, user));
+    /** Places `order`, with a new tag, under a new key: both, the input and the first answer. */
+    const newOrder = async (order: Omit<OrderInput, 'tag'>) => {
       const key = randomUUID();
-      const tag = randomUUID();
-      const input = { tag, sku: 'book' };
-      const first = await mutate(app().url, 'txOrder', input, keyed(key));
-      expect(first.status).toBe(200);
-      expect(first.data).toMatchObject({ execution: 1, lockTimeout: '0' });
-      expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'success' });
-      const replay = await mutate(app().url, 'txOrder', input, keyed(key));
-      expect(replay.status).toBe(200);
+      const input = { ...order, tag: randomUUID() };
+      return { key, tag: input.tag, input, first: await txOrder(input, key) };
+    };
+    /**
+     * Sends `input` again under `key`: the `first` answer again, marked replayed, without
+     * running the procedure again; `orders` orders of its tag stay written.
+     */
+    const expectReplay = async (
+      input: OrderInput,
+      key: string,
+      first: RawResponse,
+      orders: number,
+    ) => {
+      const replay = await txOrder(input, key);
+      expect(replay.status).toBe(first.status);
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
       expect(replay.text).toBe(first.text);
-      expect(app().executionsOf(tag)).toBe(1);
-      expect(await ordersOf(tag)).toBe(1);
-    });
+      expect(app().executionsOf(input.tag)).toBe(1);
+      expect(await ordersOf(input.tag)).toBe(orders);
+    };
 
-    it('on a deterministic error rolls back the writes but stores the error, and replays it', async () => {
-      const key = randomUUID();
-      const tag = randomUUID();
-      const input = { tag, sku: 'book', outcome: 'declined' as const };
-      const first = await mutate(app().url, 'txOrder', input, keyed(key));
-      expect(first.status).toBe(402);
-      expect(first.error?.message).toBe('The card was declined');
-      expect(first.error?.data.declineCode).toBe('insufficient_funds');
-      expect(await ordersOf(tag)).toBe(0);
-      expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'error' });
-      const replay = await mutate(app().url, 'txOrder', input, keyed(key));
-      expect(replay.status).toBe(402);
-      expect(replay.headers.get('idempotent-replayed')).toBe('true');
-      expect(replay.text).toBe(first.text);
-      expect(app().executionsOf(tag)).toBe(1);
-      expect(await ordersOf(tag)).toBe(0);
+    it.each([
+      {
+        what: 'commits the claim, the writes and the completion together; a replay writes nothing',
+        order: { sku: 'book' },
+        answer: { status: 200, data: { execution: 1, lockTimeout: '0' } },
+        kind: 'success',
+        orders: 1,
+      },
+      {
+        what: 'on a deterministic error rolls back the writes but stores the error, and replays it',
+        order: { sku: 'book', outcome: 'declined' as const },
+        answer: {
+          status: 402,
+          error: { message: 'The card was declined', data: { declineCode: 'insufficient_funds' } },
+        },
+        kind: 'error',
+        orders: 0,
+      },
+    ])('$what', async ({ order, answer, kind, orders }) => {
+      const { key, tag, input, first } = await newOrder(order);
+      expect(first).toMatchObject(answer);
+      expect(await ordersOf(tag)).toBe(orders);
+      expect(await recordOf(key)).toEqual({ status: 'completed', kind });
+      await expectReplay(input, key, first, orders);
     });
 
     it('after a statement of the procedure aborted the transaction: nothing stored, its own error answered, the retry runs', async () => {
-      const key = randomUUID();
-      const tag = randomUUID();
-      const input = { tag, sku: 'book', outcome: 'aborted' as const };
-      const first = await mutate(app().url, 'txOrder', input, keyed(key));
+      const { key, tag, input, first } = await newOrder({ sku: 'book', outcome: 'aborted' });
       expect(first.status).toBe(400);
       expect(first.error?.message).toBe('The order could not be written');
       expect(await ordersOf(tag)).toBe(0);
       expect(await recordOf(key)).toBeUndefined();
-      const retried = await mutate(app().url, 'txOrder', input, keyed(key));
+      const retried = await txOrder(input, key);
       expect(retried.status).toBe(400);
       expect(retried.headers.get('idempotent-replayed')).toBeNull();
       expect(app().executionsOf(tag)).toBe(2);
       // The key lock went with the transaction: the same key with a good input commits.
-      const fixed = await mutate(app().url, 'txOrder', { tag, sku: 'book' }, keyed(key));
+      const fixed = await txOrder({ tag, sku: 'book' }, key);
       expect(fixed.status).toBe(200);
       expect(await ordersOf(tag)).toBe(1);
     });
 
     it('on a transient error rolls back everything and frees the key; the retry runs and commits', async () => {
-      const key = randomUUID();
-      const tag = randomUUID();
-      const input = { tag, sku: 'book', outcome: 'transient' as const, failures: 1 };
-      const failed = await mutate(app().url, 'txOrder', input, keyed(key));
-      expect(failed.status).toBe(500);
+      const { key, tag, input, first } = await newOrder({
+        sku: 'book',
+        outcome: 'transient',
+        failures: 1,
+      });
+      expect(first.status).toBe(500);
       expect(await ordersOf(tag)).toBe(0);
       expect(await recordOf(key)).toBeUndefined();
-      const retried = await mutate(app().url, 'txOrder', input, keyed(key));
+      const retried = await txOrder(input, key);
       expect(retried.status).toBe(200);
       expect(retried.headers.get('idempotent-replayed')).toBeNull();
       expect(retried.data).toMatchObject({ execution: 2 });
@@ -95,9 +110,9 @@ for (const backend of backends) {
       const tag = randomUUID();
       const user = `user-${randomUUID()}`;
       const input = { tag, sku: 'book', gate: true };
-      const first = mutate(app().url, 'txOrder', input, keyed(key, user));
+      const first = txOrder(input, key, user);
       await app().gates.arrived(tag);
-      const duplicate = mutate(app().url, 'txOrder', input, keyed(key, user));
+      const duplicate = txOrder(input, key, user);
       const { databaseUrl } = app();
       if (databaseUrl) {
         // Real Postgres: see the duplicate's claim blocked on the first one's row.
@@ -147,8 +162,8 @@ for (const backend of backends) {
     it('keeps the scope per user: the same key of another user is another order', async () => {
       const key = randomUUID();
       const tag = randomUUID();
-      const alice = await mutate(app().url, 'txOrder', { tag, sku: 'x' }, keyed(key, 'alice'));
-      const bob = await mutate(app().url, 'txOrder', { tag, sku: 'x' }, keyed(key, 'bob'));
+      const alice = await txOrder({ tag, sku: 'x' }, key, 'alice');
+      const bob = await txOrder({ tag, sku: 'x' }, key, 'bob');
       expect(bob.headers.get('idempotent-replayed')).toBeNull();
       expect(bob.data).toMatchObject({ execution: 2 });
       expect((bob.data as { orderId: number }).orderId).not.toBe(
