@@ -9,6 +9,7 @@ import {
   type RecordStatus,
 } from '@idem/core/store';
 import { manualClock } from '@idem/core/testing';
+import { serverClockContract } from '@idem/core/testing/contract';
 import { and, eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { drizzleStore } from '../src/postgres/drizzleStore.js';
@@ -390,22 +391,10 @@ for (const backend of backends) {
         return Number(row?.now);
       };
 
-      it('reads "now" from the database for leases and expiry', async () => {
-        const store = await storeOnDatabaseClock();
-        const before = await databaseNow();
-        const claimed = await store.claim(request({ leaseMs: 60_000 }));
-        const after = await databaseNow();
-        expect(claimed.record.createdAt).toBeGreaterThanOrEqual(before - 1);
-        expect(claimed.record.createdAt).toBeLessThanOrEqual(after);
-        expect(claimed.record.lockedUntil).toBe(claimed.record.createdAt + 60_000);
-        expect(claimed.record.expiresAt).toBe(claimed.record.createdAt + TTL_MS);
-
-        const again = await store.claim(request());
-        expect(again.status).toBe('in_progress');
-        const retryAfterMs = again.status === 'in_progress' ? again.retryAfterMs : -1;
-        expect(retryAfterMs).toBeGreaterThan(0);
-        expect(retryAfterMs).toBeLessThanOrEqual(60_000);
-      });
+      serverClockContract(`drizzleStore on ${backend}`, async () => ({
+        store: await storeOnDatabaseClock(),
+        serverNow: databaseNow,
+      }));
 
       it('takes over at once after release, and starts afresh after a zero TTL', async () => {
         const store = await storeOnDatabaseClock();
