@@ -1,7 +1,9 @@
 import { PGlite } from '@electric-sql/pglite';
 import { type Logger, type SQL, sql } from 'drizzle-orm';
+import { drizzle as drizzleNodePostgres, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll } from 'vitest';
 import { migrate } from '../src/postgres/migrate.js';
@@ -13,10 +15,22 @@ import { until } from './fixtures/deferred.js';
 /** The real server the Postgres backend uses; each test file gets its own database there. */
 export const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
+/**
+ * The backends most suites run on: embedded PGlite, and the real server through postgres-js
+ * (`Postgres`).
+ */
 export const backends = ['PGlite', 'Postgres'] as const;
-export type BackendName = (typeof backends)[number];
+
+/**
+ * Every driver the README names, for the suites that prove a driver works (the store
+ * contract, the HTTP contract, statement counts, the outbox): `backends` plus the real
+ * server through node-postgres (a `pg` Pool under `drizzle-orm/node-postgres`).
+ */
+export const driverBackends = [...backends, 'node-postgres'] as const;
+export type BackendName = (typeof driverBackends)[number];
 
 export interface TestDatabase {
+  backend: BackendName;
   db: PgDatabaseLike;
   /** The database's connection string (Postgres only), for tests that open more clients. */
   url: string | undefined;
@@ -25,7 +39,7 @@ export interface TestDatabase {
 }
 
 /**
- * Rows of a raw query: postgres-js returns an array, PGlite `{ rows }`.
+ * Rows of a raw query: postgres-js returns an array, PGlite and node-postgres `{ rows }`.
  */
 export const rows = executeRows;
 
@@ -83,20 +97,53 @@ export function connect(url: string, max = 10): PostgresJsDatabase & { $client: 
   return drizzlePostgres(postgres(url, { ...quiet, max }));
 }
 
+/** Opens a node-postgres `Pool` of `max` connections (default 10) on one database. */
+export function connectNodePostgres(
+  url: string,
+  max = 10,
+  logger?: Logger,
+): NodePgDatabase & { $client: pg.Pool } {
+  const pool = new pg.Pool({ connectionString: url, max });
+  // An idle pooled client whose connection fails emits `error` on the pool: unheard, that
+  // is an uncaught exception. The next checkout opens a new connection.
+  pool.on('error', () => {});
+  return drizzleNodePostgres(pool, logger ? { logger } : {});
+}
+
+/** A database and how to close the client it opened. */
+export interface OpenedClient {
+  db: PgDatabaseLike;
+  close: () => Promise<void>;
+}
+
+/**
+ * Another client of the test database, through the same driver as its backend (`max`
+ * connections of its own, closed by `close`), and `logger` hearing every statement; on
+ * PGlite, the same instance, whose `close` does nothing.
+ */
+export function anotherClient(
+  { backend, db, url }: TestDatabase,
+  { max = 10, logger }: { max?: number; logger?: Logger } = {},
+): OpenedClient {
+  if (backend === 'PGlite' || !url) {
+    const { $client } = db as PgDatabaseLike & { $client: PGlite };
+    return { db: drizzlePglite($client, logger ? { logger } : {}), close: async () => {} };
+  }
+  if (backend === 'node-postgres') {
+    const opened = connectNodePostgres(url, max, logger);
+    return { db: opened, close: () => opened.$client.end() };
+  }
+  const client = postgres(url, { ...quiet, max });
+  return { db: drizzlePostgres(client, logger ? { logger } : {}), close: () => client.end() };
+}
+
 /**
  * The test database through a client that logs every statement to `logger`: a pool of two
- * connections of its own on Postgres (ended by `close`), the same PGlite instance otherwise.
+ * connections of its own on a real server (ended by `close`), the same PGlite instance
+ * otherwise.
  */
-export function loggedDatabase(
-  { db, url }: TestDatabase,
-  logger: Logger,
-): { db: PgDatabaseLike; close: () => Promise<void> } {
-  if (url) {
-    const client = postgres(url, { ...quiet, max: 2 });
-    return { db: drizzlePostgres(client, { logger }), close: () => client.end() };
-  }
-  const { $client } = db as PgDatabaseLike & { $client: PGlite };
-  return { db: drizzlePglite($client, { logger }), close: async () => {} };
+export function loggedDatabase(database: TestDatabase, logger: Logger): OpenedClient {
+  return anotherClient(database, { max: 2, logger });
 }
 
 /**
@@ -155,23 +202,36 @@ export {
   type ScratchDatabase,
 } from '../src/testing/createScratchDatabase.js';
 
-async function openPglite() {
+interface OpenedDatabase {
+  db: PgDatabaseLike;
+  url: string | undefined;
+  close: () => Promise<void>;
+}
+
+async function openPglite(): Promise<OpenedDatabase> {
   const client = new PGlite();
   const db = drizzlePglite(client);
   await migrate(db);
   return { db, url: undefined, close: () => client.close() };
 }
 
-async function openPostgres() {
+/** A scratch database on the real server, through postgres-js or a node-postgres Pool. */
+async function openServer(driver: 'Postgres' | 'node-postgres'): Promise<OpenedDatabase> {
   const scratch = await createScratchDatabase();
   try {
-    const db = connect(scratch.url);
-    await migrate(db);
+    const { db, end } =
+      driver === 'Postgres' ? openPostgresJs(scratch.url) : openNodePostgres(scratch.url);
+    try {
+      await migrate(db);
+    } catch (error) {
+      await end();
+      throw error;
+    }
     return {
       db,
       url: scratch.url,
       close: async () => {
-        await db.$client.end({ timeout: 5 });
+        await end();
         await scratch.drop();
       },
     };
@@ -181,17 +241,25 @@ async function openPostgres() {
   }
 }
 
+function openPostgresJs(url: string) {
+  const db = connect(url);
+  return { db, end: () => db.$client.end({ timeout: 5 }) };
+}
+
+function openNodePostgres(url: string) {
+  const db = connectNodePostgres(url);
+  return { db, end: () => db.$client.end() };
+}
+
 /**
  * Gives the enclosing test file (or `describe`) a freshly migrated database of one
- * backend: PGlite in memory, or a database of its own on the real server, dropped in
- * `afterAll`. Call the returned function inside tests and hooks.
+ * backend: PGlite in memory, or a database of its own on the real server (through
+ * postgres-js or a node-postgres Pool, ended in `afterAll`), dropped in `afterAll`. Call the returned function inside tests and hooks.
  */
 export function useDatabase(backend: BackendName): () => TestDatabase {
-  let opened:
-    | { db: PgDatabaseLike; url: string | undefined; close: () => Promise<void> }
-    | undefined;
+  let opened: OpenedDatabase | undefined;
   beforeAll(async () => {
-    opened = backend === 'PGlite' ? await openPglite() : await openPostgres();
+    opened = backend === 'PGlite' ? await openPglite() : await openServer(backend);
   });
   afterAll(async () => {
     await opened?.close();
@@ -201,6 +269,7 @@ export function useDatabase(backend: BackendName): () => TestDatabase {
     if (!opened) throw new Error(`the ${backend} test database is not open (used outside a test?)`);
     const { db, url } = opened;
     return {
+      backend,
       db,
       url,
       truncate: async () => {
