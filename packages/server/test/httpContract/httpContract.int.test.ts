@@ -1,10 +1,10 @@
 import { describe } from 'vitest';
-import { type BackendName, backends } from '../harness.js';
+import { type BackendName, driverBackends } from '../harness.js';
 import { useFetchTarget } from './fetchTarget.js';
 import { httpContract } from './httpContract.js';
 import { useTrpcTarget } from './trpcTarget.js';
 
-/** One contract, every endpoint style, every backend. */
+/** One contract, every endpoint style, every driver. */
 const targets = [
   { name: 'the tRPC middleware', use: useTrpcTarget },
   { name: 'idempotentHandler (Fetch API)', use: useFetchTarget },
@@ -14,7 +14,7 @@ const targets = [
   },
 ];
 
-for (const backend of backends) {
+for (const backend of driverBackends) {
   for (const { name, use } of targets) {
     describe(`HTTP contract: ${name} on ${backend}`, () => {
       httpContract(use(backend));
