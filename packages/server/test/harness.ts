@@ -147,6 +147,16 @@ export function loggedDatabase(database: TestDatabase, logger: Logger): OpenedCl
 }
 
 /**
+ * One transaction's statements as a `loggedDatabase`'s logger sees them: Drizzle's
+ * node-postgres session sends BEGIN and COMMIT as statements of its own and logs them
+ * (`begin`, `commit`); postgres-js and PGlite send them inside their driver's transaction
+ * call, which the logger does not see.
+ */
+export function loggedTransaction(backend: BackendName, statements: string[]): string[] {
+  return backend === 'node-postgres' ? ['begin', ...statements, 'commit'] : statements;
+}
+
+/**
  * Waits until the number of this database's backends waiting on a lock (`pg_stat_activity`)
  * satisfies `enough`: duplicates queued on a key's lock, not luck, are what keeps them out.
  */

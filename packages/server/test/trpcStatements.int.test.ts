@@ -3,7 +3,13 @@ import type { Logger } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotencyContext } from '../src/trpc/index.js';
 import { createTestApp, type TestApp } from './fixtures/testApp.js';
-import { backends, loggedDatabase, statementText, useDatabase } from './harness.js';
+import {
+  driverBackends,
+  loggedDatabase,
+  loggedTransaction,
+  statementText,
+  useDatabase,
+} from './harness.js';
 
 /** A short name for each statement idem (or the test procedure) sends. */
 function label(query: string): string {
@@ -23,6 +29,8 @@ function label(query: string): string {
     [/^select pg_advisory_lock\(/, 'hold key lock'],
     [/^select pg_advisory_unlock\(/, 'release key lock'],
     [/^rollback and chain$/, 'rollback and chain'],
+    [/^begin$/, 'begin'],
+    [/^commit$/, 'commit'],
     [/^insert into orders/, 'procedure: insert order'],
     [/^select current_setting\('lock_timeout'\)/, 'procedure: read lock_timeout'],
   ];
@@ -32,10 +40,11 @@ function label(query: string): string {
 /**
  * The statements each kind of request sends, in the order they are dispatched. This is
  * idem's cost budget made executable (transaction mode: claim and completion inside the
- * procedure's transaction; a replay: one read). (Drizzle's logger does not see BEGIN and
- * COMMIT, which the driver sends around every transaction-mode request.)
+ * procedure's transaction; a replay: one read).
  */
-for (const backend of backends) {
+for (const backend of driverBackends) {
+  const inTransaction = (statements: string[]) => loggedTransaction(backend, statements);
+
   describe(`statements per request on ${backend}`, () => {
     const database = useDatabase(backend);
     const statements: string[] = [];
@@ -79,24 +88,28 @@ for (const backend of backends) {
       // Before the transaction, one read: a completed key is answered from it.
       expect(await call((caller) => caller.txOrder(input), key)).toEqual([
         'read record',
-        'claim', // takes the key lock, bounding its own wait, and puts lock_timeout back
-        'procedure: insert order',
-        'procedure: read lock_timeout',
-        'complete',
+        ...inTransaction([
+          'claim', // takes the key lock, bounding its own wait, and puts lock_timeout back
+          'procedure: insert order',
+          'procedure: read lock_timeout',
+          'complete',
+        ]),
       ]);
       // A replay is one read and never runs the procedure.
       expect(await call((caller) => caller.txOrder(input), key)).toEqual(['read record']);
       const declined = { tag: randomUUID(), sku: 'book', outcome: 'declined' as const };
       expect(await call((caller) => caller.txOrder(declined), randomUUID())).toEqual([
         'read record',
-        'claim',
-        'procedure: insert order',
-        'procedure: read lock_timeout',
-        // A stored refusal: the writes roll back while the key lock holds duplicates off.
-        'hold key lock',
-        'rollback and chain',
-        'store completed',
-        'release key lock',
+        ...inTransaction([
+          'claim',
+          'procedure: insert order',
+          'procedure: read lock_timeout',
+          // A stored refusal: the writes roll back while the key lock holds duplicates off.
+          'hold key lock',
+          'rollback and chain',
+          'store completed',
+          'release key lock',
+        ]),
       ]);
     });
   });
