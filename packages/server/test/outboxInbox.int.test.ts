@@ -3,7 +3,7 @@ import { manualClock } from '@idem/core/testing';
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
-import { backends, connect, rows } from './harness.js';
+import { anotherClient, driverBackends, rows } from './harness.js';
 import { effectCounts, reportingConsumer, useOutboxDatabase } from './outbox/fixtures.js';
 
 const recordEffect =
@@ -13,7 +13,7 @@ const recordEffect =
     return eventId;
   };
 
-for (const backend of backends) {
+for (const backend of driverBackends) {
   describe(`idempotentConsumer on ${backend}`, () => {
     const fresh = useOutboxDatabase(backend);
 
@@ -54,22 +54,23 @@ for (const backend of backends) {
     });
 
     it('handles 20 simultaneous copies of one event exactly once', async () => {
-      const { db, url } = await fresh();
-      // On Postgres each copy gets its own connection, as on separate consumer instances.
-      const clients = url ? Array.from({ length: 4 }, () => connect(url, 5)) : [];
+      const database = await fresh();
+      // On a real server each copy gets its own connection, through the backend's driver,
+      // as on separate consumer instances (PGlite's one connection is shared).
+      const clients = Array.from({ length: 4 }, () => anotherClient(database, { max: 5 }));
       try {
         const results = await Promise.all(
           Array.from({ length: 20 }, (_, index) =>
-            idempotentConsumer({ db: clients[index % 4] ?? db, name: 'billing' }).handle(
-              { id: 'evt-3' },
-              recordEffect('evt-3'),
-            ),
+            idempotentConsumer({
+              db: clients[index % 4]?.db ?? database.db,
+              name: 'billing',
+            }).handle({ id: 'evt-3' }, recordEffect('evt-3')),
           ),
         );
         expect(results.filter((result) => result.status === 'processed')).toHaveLength(1);
-        expect(await effectCounts(db)).toEqual(new Map([['evt-3', 1]]));
+        expect(await effectCounts(database.db)).toEqual(new Map([['evt-3', 1]]));
       } finally {
-        await Promise.all(clients.map((client) => client.$client.end()));
+        await Promise.all(clients.map((client) => client.close()));
       }
     });
 

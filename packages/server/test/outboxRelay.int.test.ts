@@ -9,7 +9,7 @@ import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { RelayEvent } from '../src/outbox/relay/RelayEvent.js';
 import type { RelayOptions } from '../src/outbox/relay/RelayOptions.js';
 import { deferred } from './fixtures/deferred.js';
-import { backends } from './harness.js';
+import { driverBackends } from './harness.js';
 import {
   effectCounts,
   events,
@@ -22,7 +22,7 @@ import {
 const BACKOFF = { baseDelayMs: 1_000, maxDelayMs: 8_000 };
 const LEASE_MS = 10_000;
 
-for (const backend of backends) {
+for (const backend of driverBackends) {
   describe(`relay on ${backend}`, () => {
     const emptyOutbox = useOutboxDatabase(backend);
 

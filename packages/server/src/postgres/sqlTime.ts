@@ -23,6 +23,16 @@ export function sqlNow(clock: Clock | undefined, nowParameter?: unknown): SQL {
   return sql`${value}::timestamptz`;
 }
 
+/**
+ * The name to prepare a statement holding `sqlNow(clock)` under: the database's "now" and a
+ * bound clock value make two texts of one statement, and node-postgres, which prepares a
+ * named statement on the server once per connection, refuses a name that comes back with
+ * another text ("Prepared statements must be unique").
+ */
+export function nowStatementName(name: string, clock: Clock | undefined): string {
+  return clock ? `${name}_at` : name;
+}
+
 /** `now` plus `ms` milliseconds (a number, or a placeholder bound per call), as timestamptz. */
 export function sqlLater(now: SQL, ms: unknown): SQL {
   return sql`(${now} + ${ms}::float8 * interval '1 millisecond')`;

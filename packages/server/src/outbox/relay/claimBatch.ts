@@ -1,7 +1,7 @@
 import type { Clock } from '@idem/core';
 import { and, asc, isNull, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
-import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
+import { nowStatementName, sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import { messageColumns, outboxMessageOf } from '../internal/outboxMessageOf.js';
 import type { OutboxMessage } from '../OutboxMessage.js';
 import { outboxEvents as outbox } from '../schema.js';
@@ -67,7 +67,12 @@ export async function claimBatch(
     .returning({ seq: outbox.seq, ...messageColumns, attempts: outbox.attempts })
     // Prepared (the text is the same every round): on postgres-js an unprepared statement
     // with parameters costs a describe round trip and a parse and plan every time.
-    .prepare(options.ordered ? 'idem_outbox_claim_ordered' : 'idem_outbox_claim')
+    .prepare(
+      nowStatementName(
+        options.ordered ? 'idem_outbox_claim_ordered' : 'idem_outbox_claim',
+        options.clock,
+      ),
+    )
     .execute();
   rows.sort((a, b) => a.seq - b.seq);
   return rows.map((row) => ({

@@ -2,7 +2,7 @@ import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
 import { executeRows } from '../../postgres/rows.js';
-import { sqlNow } from '../../postgres/sqlTime.js';
+import { nowStatementName, sqlNow } from '../../postgres/sqlTime.js';
 import { outboxEvents as outbox } from '../schema.js';
 
 /** What became of one claimed event. */
@@ -50,7 +50,7 @@ export async function settleBatch(
           .set({ sentAt: now, lockedUntil: null, lockedBy: null })
           .where(published)
           .returning({ id: outbox.id })
-          .prepare('idem_outbox_mark_sent')
+          .prepare(nowStatementName('idem_outbox_mark_sent', options.clock))
           .execute()
       : await db
           .delete(outbox)
