@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { until } from './fixtures/deferred.js';
@@ -131,6 +132,26 @@ describe('relay on node-postgres: LISTEN on a pooled connection', () => {
         expect(await relay.runOnce()).toMatchObject({ claimed: 1, published: 1 });
       }
       expect(publisher.published.map((message) => message.payload)).toEqual([{ n: 0 }, { n: 1 }]);
+    } finally {
+      await db.$client.end();
+    }
+  });
+
+  it("runs consumer batches with the database's clock and a manual clock's on one connection", async () => {
+    const { url } = await emptyOutbox();
+    const db = connectNodePostgres(postgresUrl(url), 1);
+    const consumers = [
+      idempotentConsumer({ db, name: 'billing' }),
+      idempotentConsumer({ db, name: 'shipping', clock: manualClock(Date.now()) }),
+    ];
+    try {
+      for (const consumer of consumers) {
+        const results = await consumer.handleBatch(
+          [{ id: 'evt-1' }, { id: 'evt-2' }],
+          async () => {},
+        );
+        expect(results.map((result) => result.status)).toEqual(['processed', 'processed']);
+      }
     } finally {
       await db.$client.end();
     }

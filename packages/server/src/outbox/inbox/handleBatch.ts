@@ -1,7 +1,7 @@
 import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import type { PgDatabaseLike, TransactionOf } from '../../postgres/PgDatabaseLike.js';
-import { sqlNow } from '../../postgres/sqlTime.js';
+import { nowStatementName, sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 
 /** What became of one event of a batch. */
@@ -114,7 +114,7 @@ export async function insertInboxRows(
     )
     .onConflictDoNothing()
     .returning({ eventId: inbox.eventId })
-    .prepare('idem_inbox_insert')
+    .prepare(nowStatementName('idem_inbox_insert', clock))
     .execute();
   return new Set(rows.map((row) => row.eventId));
 }
