@@ -8,6 +8,9 @@ import {
   isExpired,
   type LeaseToken,
 } from '@idem/core/store';
+import { is } from 'drizzle-orm';
+import { PgTransaction } from 'drizzle-orm/pg-core';
+import { GrantedLeases, retryLostConnection } from './lostConnectionRetry.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
 import type { IdempotencyKeyRow } from './schema.js';
@@ -78,6 +81,11 @@ const MAX_CLAIM_ROUNDS = 100;
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
+ * On a database (not a transaction), a fenced `UPDATE` whose connection was lost is sent
+ * again, fenced as before, on another connection while the lease lasts
+ * (`retryLostConnection`): a completion whose connection died after the handler ran is
+ * stored, not answered 500 with the key left to its lease.
+ *
  * @example
  * const store = drizzleStore(drizzle(postgres(process.env.DATABASE_URL!)));
  */
@@ -108,14 +116,26 @@ export function createDrizzleStore(
     lockWait: lockWaitMs === undefined ? undefined : lockTimeoutOf(lockWaitMs),
     // The values every statement binds: the injected clock's "now", when there is one.
     bind: (values) => (clock ? { ...values, now: new Date(clock.now()).toISOString() } : values),
+    // A transaction ends with its connection: only a store on a database retries.
+    leases: is(db, PgTransaction)
+      ? undefined
+      : new GrantedLeases(clock ? () => clock.monotonicNow() : () => performance.now()),
   };
-  const { statements } = store;
+  const { statements, leases } = store;
   return {
-    claim: (request) => claim(store, request),
-    complete: (token, outcome, ttlMs) =>
-      fenced(store, statements.complete(), token, { outcome: JSON.stringify(outcome), ttlMs }),
+    claim: leases
+      ? (request) => grantingClaim(store, leases, request)
+      : (request) => claim(store, request),
+    complete: (token, outcome, ttlMs) => {
+      const values = { outcome: JSON.stringify(outcome), ttlMs };
+      return fenced(store, statements.complete(), token, values, true);
+    },
     release: (token) => fenced(store, statements.release(), token),
-    heartbeat: (token, leaseMs) => fenced(store, statements.heartbeat(), token, { leaseMs }),
+    async heartbeat(token, leaseMs) {
+      const sentAt = leases?.now() ?? 0;
+      await fenced(store, statements.heartbeat(), token, { leaseMs });
+      leases?.granted(token, sentAt, leaseMs);
+    },
     // Name and value travel as parameters: a step name is data, never SQL text.
     saveStep: (token, name, value) =>
       fenced(store, statements.saveStep(), token, {
@@ -143,6 +163,20 @@ interface StoreStatements {
   expectNewKeys: boolean;
   lockWait: string | undefined;
   bind<T extends object>(values: T): T & { now?: string };
+  /** The leases this store granted, on a database; none in a transaction (no retries). */
+  leases: GrantedLeases | undefined;
+}
+
+/** A claim whose lease is noted, from when it was sent, for retries of its fenced writes. */
+async function grantingClaim(
+  store: StoreStatements,
+  leases: GrantedLeases,
+  request: ClaimRequest,
+): Promise<ClaimResult> {
+  const sentAt = leases.now();
+  const result = await claim(store, request);
+  if (result.status === 'claimed') leases.granted(result.record, sentAt, request.leaseMs);
+  return result;
 }
 
 /**
@@ -187,16 +221,39 @@ async function claim(store: StoreStatements, request: ClaimRequest): Promise<Cla
   );
 }
 
-/** One fenced UPDATE: changes the row only for the live holder of `token`. */
+/**
+ * One fenced UPDATE: changes the row only for the live holder of `token`. On a database it
+ * is tried again when its connection was lost (see `retryLostConnection`); a retried
+ * completion that changed nothing asks whether an earlier try had committed.
+ */
 async function fenced(
   store: StoreStatements,
   statement: { execute(values: Record<string, unknown>): Promise<unknown[]> },
   token: LeaseToken,
   values: Record<string, unknown> = {},
+  completes = false,
 ): Promise<void> {
-  throwIfFencedOut(
-    await statement.execute(store.bind({ ...values, ...incarnation(token) })),
-    token,
+  const write = async (retry: boolean) => {
+    const updated = await statement.execute(store.bind({ ...values, ...incarnation(token) }));
+    if (updated.length === 0 && retry && completes && (await completedBy(store, token))) return;
+    throwIfFencedOut(updated, token);
+  };
+  if (store.leases) await retryLostConnection(store.leases, token, write);
+  else await write(false);
+}
+
+/**
+ * Whether the key is completed by `token`'s own incarnation: only its holder completes
+ * that version, so an earlier try of this completion committed and only its reply was lost.
+ */
+async function completedBy(store: StoreStatements, token: LeaseToken): Promise<boolean> {
+  const [row] = await store.statements
+    .read()
+    .execute(store.bind({ scope: token.scope, key: token.key }));
+  return (
+    row?.status === 'completed' &&
+    row.version === token.version &&
+    row.createdAt.getTime() === token.createdAt
   );
 }
 
