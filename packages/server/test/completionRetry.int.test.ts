@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type AddressInfo, createServer, type Server, Socket } from 'node:net';
 import { isLeaseLostError } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import { drizzle as drizzleNodePostgres } from 'drizzle-orm/node-postgres';
@@ -55,6 +56,50 @@ function openHolder(url: string, holder: (typeof holders)[number]) {
     connection: { application_name: GATED },
   });
   return { db: drizzlePostgres(client) as PgDatabaseLike, close: () => client.end({ timeout: 5 }) };
+}
+
+/**
+ * A TCP proxy in front of the test database whose `cutAtNextReply()` makes it close the
+ * client's connection, unforwarded, at the next bytes the server sends: a statement that
+ * commits and whose reply is lost on the way.
+ */
+async function replyCuttingProxy(url: string) {
+  const target = new URL(url);
+  const sockets = new Set<Socket>();
+  let cut = false;
+  const server: Server = createServer((client) => {
+    const upstream = new Socket();
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    upstream.connect(Number(target.port || 5432), target.hostname);
+    client.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => {
+      if (cut) {
+        cut = false;
+        client.destroy();
+        upstream.destroy();
+      } else client.write(chunk);
+    });
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const proxied = new URL(url);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String((server.address() as AddressInfo).port);
+  return {
+    url: proxied.toString(),
+    cutAtNextReply: () => {
+      cut = true;
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }
 
 describe('a completion whose connection is killed after the handler wrote', () => {
@@ -287,6 +332,44 @@ describe('a completion whose connection is killed after the handler wrote', () =
       expect(stored.value).toBe('taken over');
     } finally {
       await holder.close();
+    }
+  });
+
+  it('a completion that committed but whose reply was lost is not retried into LEASE_LOST: the retry finds it stored', async () => {
+    const proxy = await replyCuttingProxy(scratch.url);
+    const holder = openHolder(proxy.url, holders[0]);
+    try {
+      const store = drizzleStore(holder.db);
+      const request = {
+        scope: 'provider:test',
+        key: randomUUID(),
+        fingerprint: 'f',
+        leaseMs: 60_000,
+        ttlMs: 120_000,
+      };
+      const claimed = await store.claim(request);
+      expect(claimed.status).toBe('claimed');
+      await holdGate();
+      const completion = store.complete(
+        claimed.record,
+        { kind: 'success', value: 'paid' },
+        120_000,
+      );
+      completion.catch(() => undefined);
+      await waiterAtGate('the completion to wait at the gate');
+      // Its reply is the next thing the server sends on that connection, once it committed.
+      proxy.cutAtNextReply();
+      await openGate();
+      await completion;
+      const stored = await oneRow<{ status: string; version: number; value: string }>(
+        observer,
+        sql`select status, version, outcome->>'value' as value from idem_keys where key = ${request.key}`,
+      );
+      expect(stored).toEqual({ status: 'completed', version: 1, value: 'paid' });
+      expect(escaped).toEqual([]);
+    } finally {
+      await holder.close();
+      await proxy.close();
     }
   });
 
