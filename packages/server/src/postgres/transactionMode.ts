@@ -11,6 +11,7 @@ import { admit, TIMED_OUT } from './admission.js';
 import { hasCode } from './connectionError.js';
 import { endedWithItsConnection, parked } from './driverEnd.js';
 import { drizzleStore } from './drizzleStore.js';
+import { refuseOneNodePostgresConnection } from './nodePostgresClient.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { settle } from './settleTransaction.js';
 import {
@@ -98,7 +99,10 @@ export function transactionMode(config: TransactionModeConfig) {
   let opened: Promise<Opened> | undefined;
   const open = () => {
     opened ??= config.db().then(
-      (db) => ({ db, reader: drizzleStore(db), storeIn: transactionStores(db, lockWaitMs) }),
+      (db) => {
+        refuseOneNodePostgresConnection(db, 'Transaction mode');
+        return { db, reader: drizzleStore(db), storeIn: transactionStores(db, lockWaitMs) };
+      },
       (error: unknown) => {
         opened = undefined;
         throw error;

@@ -6,6 +6,7 @@ import type { PgDatabaseLike, TransactionOf } from '../../postgres/PgDatabaseLik
 export type { TransactionOf };
 
 import { deleteSkipLocked } from '../../postgres/deleteSkipLocked.js';
+import { refuseOneNodePostgresConnection } from '../../postgres/nodePostgresClient.js';
 import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 import type { ConsumerEvent, HandleResult } from './ConsumerEvent.js';
@@ -114,6 +115,7 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
         'Raise retentionMs or lower the redelivery delays.',
     );
   }
+  refuseOneNodePostgresConnection(db, `idempotentConsumer "${name}"`);
   const context: ConsumerContext<TDb> = {
     db,
     name,

@@ -1,11 +1,7 @@
+import { isNodePostgresClient, isNodePostgresPool } from '../../postgres/nodePostgresClient.js';
 import type { PgDatabaseLike } from '../../postgres/PgDatabaseLike.js';
 import { OUTBOX_CHANNEL } from '../internal/constants.js';
-import {
-  isNodePostgresClient,
-  isNodePostgresPool,
-  listenOnClient,
-  listenOnPool,
-} from './listenNodePostgres.js';
+import { listenOnClient, listenOnPool } from './listenNodePostgres.js';
 
 type Unlisten = () => Promise<void>;
 

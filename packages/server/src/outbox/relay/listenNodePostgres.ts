@@ -1,19 +1,10 @@
+import type {
+  NodePostgresClientLike,
+  NodePostgresPoolLike,
+} from '../../postgres/nodePostgresClient.js';
 import { OUTBOX_CHANNEL } from '../internal/constants.js';
 
 type Unlisten = () => Promise<void>;
-
-/** A node-postgres `Client` (or a client checked out of a `Pool`), as far as LISTEN needs it. */
-export interface NodePostgresClientLike {
-  query(text: string): Promise<unknown>;
-  on(event: string, listener: (argument?: unknown) => void): unknown;
-  removeListener(event: string, listener: (argument?: unknown) => void): unknown;
-}
-
-/** A node-postgres `Pool`, as far as LISTEN needs it. */
-export interface NodePostgresPoolLike {
-  connect(): Promise<NodePostgresClientLike & { release(destroy?: Error | boolean): void }>;
-  readonly idleCount: number;
-}
 
 /**
  * How long after losing its connection the listener checks out another one. It waits on
@@ -21,23 +12,6 @@ export interface NodePostgresPoolLike {
  * polls meanwhile.
  */
 const RELISTEN_DELAY_MS = 1_000;
-
-/** Whether `client` is a node-postgres `Pool` (a `Client` has no idle clients to count). */
-export function isNodePostgresPool(client: object): client is NodePostgresPoolLike {
-  return (
-    typeof (client as { connect?: unknown }).connect === 'function' &&
-    typeof (client as { idleCount?: unknown }).idleCount === 'number'
-  );
-}
-
-/** Whether `client` is a node-postgres `Client`: it queries and emits `notification`. */
-export function isNodePostgresClient(client: object): client is NodePostgresClientLike {
-  return (
-    typeof (client as { query?: unknown }).query === 'function' &&
-    typeof (client as { on?: unknown }).on === 'function' &&
-    typeof (client as { removeListener?: unknown }).removeListener === 'function'
-  );
-}
 
 /** Calls `wake` for each notification on idem's channel. */
 const onChannel = (wake: () => void) => (message?: unknown) => {
