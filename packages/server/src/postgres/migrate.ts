@@ -31,8 +31,9 @@ export interface MigrateResult {
  * so concurrent callers wait for each other, and a later one finds the work done and
  * applies nothing. A migration that fails rolls everything back.
  *
- * Works with any Drizzle Postgres database (postgres-js, PGlite, …) or transaction, and
- * reads no files: the SQL is bundled, so it runs inside a Next.js build too.
+ * Works with any Drizzle Postgres database (postgres-js, node-postgres, PGlite, …) or
+ * transaction, and reads no files: the SQL is bundled, so it runs inside a Next.js build
+ * too.
  *
  * @example
  * const db = drizzle(postgres(process.env.DATABASE_URL!));

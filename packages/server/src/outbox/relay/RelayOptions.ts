@@ -23,7 +23,10 @@ export interface RelayBackoffOptions {
 }
 
 export interface RelayOptions {
-  /** The database holding `idem_outbox` (run `migrate(db)` first); postgres-js or PGlite. */
+  /**
+   * The database holding `idem_outbox` (run `migrate(db)` first); postgres-js,
+   * node-postgres or PGlite.
+   */
   db: PgDatabaseLike;
   /** Where events go: `inProcessPublisher(handlers)`, `jetStreamPublisher(…)` or your own. */
   publisher: Publisher;
@@ -77,7 +80,8 @@ export interface RelayOptions {
   ordered?: boolean;
   /**
    * Wakes up on `NOTIFY idem_outbox` (sent by `enqueue` at commit) instead of waiting for
-   * the next poll. postgres-js and PGlite only; other drivers poll.
+   * the next poll. postgres-js, node-postgres (a connection of the `Pool` held while the
+   * relay runs, or the app's own `Client`) and PGlite; other drivers poll.
    * @default true
    */
   listen?: boolean;
