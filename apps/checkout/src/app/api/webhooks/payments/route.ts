@@ -20,11 +20,19 @@ export const dynamic = 'force-dynamic';
  * on the server, so every delivery of one event is one request to idem: the first runs
  * the handler, a redelivery gets the stored answer (`Idempotent-Replayed: true`) and
  * confirms nothing twice. A body without an event id is a 400 problem that stores nothing.
+ *
+ * Transaction mode: the confirmation is written through `tx`, the transaction that also
+ * claims and completes the event id, so the two commit together or not at all. A
+ * connection lost between them takes both away, and the provider's retry (it sends the
+ * same bytes again after a 5xx) confirms the payment once; in lease mode the
+ * confirmation could commit without its answer, and the retry would confirm it again.
  */
 const receive = idempotentHandler(
   {
-    // The runtime's store once it has started (this module loads before the database is open).
-    store: async () => (await getRuntime()).store,
+    mode: 'transaction',
+    // The runtime's database once it has started (this module loads before it is open).
+    // On PGlite the handler uses `tx` alone: `db` waits for the transaction to end.
+    db: async () => (await getRuntime()).db,
     // The caller is the payment provider: `POST` below hands `receive` only deliveries
     // whose signature it checked, and the provider is the one holder of the secret. The
     // event ids are the provider's own, so they are keyed under the provider, one principal
@@ -33,14 +41,13 @@ const receive = idempotentHandler(
     route: PAYMENT_WEBHOOK_PATH,
     key: ({ json }) => eventIdOf(json),
   },
-  async (request) => {
+  async (request, { tx }) => {
     const event = parsePaymentEvent(await request.json());
     if (!event) {
       // Stored under the event id: the same delivery gets the same answer.
       return Response.json({ error: 'Not a payment.succeeded event.' }, { status: 400 });
     }
-    const { db } = await getRuntime();
-    const [confirmation] = await db
+    const [confirmation] = await tx
       .insert(paymentConfirmations)
       .values({
         eventId: event.id,
