@@ -11,7 +11,8 @@ export type IdempotencyErrorCode =
   | 'UNSERIALIZABLE_VALUE'
   | 'INVALID_EVENT'
   | 'INPUT_TOO_LARGE'
-  | 'RETRY_BUDGET_EXHAUSTED';
+  | 'RETRY_BUDGET_EXHAUSTED'
+  | 'STORE_FAILED';
 
 /**
  * A brand instead of `instanceof`: a bundler (Next.js, for one) can load two copies of
