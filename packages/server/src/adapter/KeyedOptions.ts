@@ -12,12 +12,29 @@ export type Lazy<T> = T | (() => T | Promise<T>);
 /** With `required: false`, a request without a key runs unprotected: no `idempotency`. */
 export type OptionalIf<T, TRequired extends boolean> = TRequired extends false ? T | undefined : T;
 
+/** What `onStoreError` hears besides the store's own error: the request, and its answer. */
+export interface StoreErrorReport {
+  /**
+   * What the request was answered, a 500 either way: `'STORE_FAILED'`, the store could not
+   * be reached or refused a statement (a retry with the same key may succeed);
+   * `'INVALID_CONFIGURATION'`, idem's tables do not exist in the database (run `migrate(db)`
+   * from `@idem/server/postgres`; retrying will not help until then).
+   */
+  code: 'STORE_FAILED' | 'INVALID_CONFIGURATION';
+  /** The message the client got: no SQL, no driver text. */
+  message: string;
+  /** The scope the key is stored under (the principal, then what was called). */
+  scope: string;
+  key: string;
+  mode: 'lease' | 'transaction';
+}
+
 /**
  * The options every adapter shares (the tRPC middleware, the Fetch handler): where keys
  * live and in which mode, what a call without a key does, and core's engine options
  * (`leaseMs`, `heartbeatMs`, `ttlMs`, `retryWindowMs`, `serializer`,
  * `inProgressRetryAfterMs`, `clock`, `onEvent`, documented in `@idem/core`), which go to the
- * engine as they are.
+ * engine as they are, and `onStoreError`.
  */
 export interface KeyedOptions<TRequired extends boolean = boolean>
   extends Omit<IdempotencyOptions, 'store' | 'errorPolicy' | 'inProgress'> {
@@ -58,4 +75,12 @@ export interface KeyedOptions<TRequired extends boolean = boolean>
    * `(error) => 'store' | 'release'` replaces only the decision.
    */
   errorPolicy?: ErrorPolicyOption;
+  /**
+   * Hears each request the idempotency store failed under, once: `error` is the store's
+   * own error (the driver's, with its message and SQLSTATE `code` somewhere in its `cause`
+   * chain), which the client's 500 never shows; `report` says what the client was answered
+   * and for which key. Exceptions thrown here are swallowed.
+   * @default one `console.error` line per failed request, naming the driver's message
+   */
+  onStoreError?: ((error: unknown, report: StoreErrorReport) => void) | undefined;
 }

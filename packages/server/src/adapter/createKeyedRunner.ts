@@ -18,6 +18,7 @@ import {
 } from '../postgres/transactionMode.js';
 import { deferredStore } from './deferredStore.js';
 import type { KeyedOptions, Lazy } from './KeyedOptions.js';
+import { logStoreError, storeFailure } from './storeFailure.js';
 
 /** One keyed call, as an adapter read it from its transport. */
 export type KeyedCall = TransactionCall;
@@ -45,14 +46,23 @@ type KeyedStorage =
  * cannot work throws `ConfigurationError` naming `factory`), and one `run` for both modes:
  * `@idem/core`'s engine in lease mode, the Postgres transaction runner in transaction
  * mode. Either way a call ends as a value ({@link RunResult}); an adapter only reads the
- * call from its transport and writes the result back.
+ * call from its transport and writes the result back. A store that fails under a call
+ * throws: idem's tables missing as a `ConfigurationError` naming `migrate(db)`, anything
+ * else as a `StoreFailedError`, told once to `onStoreError` (see {@link storeFailure}).
  */
 export function createKeyedRunner(
   options: KeyedOptions & { scope?: unknown },
   config: { factory: string; errorPolicy: ErrorPolicy },
 ): KeyedRunner {
   const storage = checkKeyedOptions(options, config.factory);
-  const { mode: _mode, store: _store, db: _db, required: _required, ...engineOptions } = options;
+  const {
+    mode: _mode,
+    store: _store,
+    db: _db,
+    required: _required,
+    onStoreError = logStoreError(config.factory),
+    ...engineOptions
+  } = options;
   const engine = createIdempotency({
     ...engineOptions,
     store:
@@ -62,16 +72,27 @@ export function createKeyedRunner(
     errorPolicy: config.errorPolicy,
   });
   const { settings } = engine;
-  if (storage.mode === 'lease') {
-    return { mode: 'lease', settings, run: (call, handler) => engine.run(call, handler) };
-  }
-  const inTransaction = transactionMode({
-    db: storage.db,
+  const { mode } = storage;
+  const run: KeyedRunner['run'] =
+    storage.mode === 'lease'
+      ? (call, handler) => engine.run(call, handler)
+      : transactionMode({
+          db: storage.db,
+          settings,
+          lockWaitMs: lockWaitMsOf(settings),
+          emit: (event) => notifyObserver(options.onEvent, { ...event, mode: 'transaction' }),
+        });
+  return {
+    mode,
     settings,
-    lockWaitMs: lockWaitMsOf(settings),
-    emit: (event) => notifyObserver(options.onEvent, { ...event, mode: 'transaction' }),
-  });
-  return { mode: 'transaction', settings, run: inTransaction };
+    async run(call, handler) {
+      try {
+        return await run(call, handler);
+      } catch (error) {
+        throw storeFailure(error, { scope: call.scope, key: call.key, mode }, onStoreError);
+      }
+    },
+  };
 }
 
 /**

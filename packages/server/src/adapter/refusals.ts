@@ -9,6 +9,7 @@ import {
   isUnserializableValueError,
 } from '@idem/core';
 import { isInputTooLargeError } from './InputTooLargeError.js';
+import { isStoreFailedError } from './StoreFailedError.js';
 import { UnstorablePrincipalError } from './storedScope.js';
 import { STORE_FAILED_MESSAGE } from './storeFailedMessage.js';
 
@@ -41,7 +42,8 @@ export interface Refusal {
  * own, or a store's: the caller decides). A bad key or a principal the store cannot keep is
  * the request's fault (400); a key used with another request 422; a busy key or a lost
  * lease a conflict to retry (409); an input over the limit 413; a result that could not be
- * stored, or options that cannot work, the server's (500).
+ * stored, options that cannot work (idem's tables missing among them), or a store that
+ * failed, the server's (500).
  */
 export function refusalOf(error: unknown): Refusal | undefined {
   if (isInvalidKeyError(error)) {
@@ -81,14 +83,19 @@ export function refusalOf(error: unknown): Refusal | undefined {
   if (isConfigurationError(error)) {
     return { status: 500, code: 'INVALID_CONFIGURATION', message: error.message };
   }
+  if (isStoreFailedError(error)) return STORE_FAILED;
   return undefined;
 }
 
 /**
- * The refusal when the store itself failed (a lost connection, a refused statement): its
- * message may hold SQL text and values, which an answer must never show.
+ * The refusal when the store itself failed (a lost connection, a refused statement): the
+ * store's message may hold SQL text and values, which an answer must never show.
  */
-export const STORE_FAILED: Refusal = { status: 500, message: STORE_FAILED_MESSAGE };
+export const STORE_FAILED: Refusal = {
+  status: 500,
+  code: 'STORE_FAILED',
+  message: STORE_FAILED_MESSAGE,
+};
 
 /**
  * A request whose input cannot be fingerprinted (nested too deep): the request's fault,

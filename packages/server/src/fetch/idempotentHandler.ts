@@ -69,7 +69,10 @@ export function storeResponseByStatus(response: Response): ErrorDecision {
  * `mode: 'transaction'` it is the tRPC middleware's transaction mode: the claim, the
  * handler's writes through `idempotency.tx` and the stored response commit together, and a
  * stored refusal (4xx) keeps none of the handler's writes.
- * Options that cannot work together throw `ConfigurationError` here, at start-up.
+ * Options that cannot work together throw `ConfigurationError` here, at start-up. A store
+ * that fails under a request answers 500 `STORE_FAILED`, and a database without idem's
+ * tables 500 `INVALID_CONFIGURATION` naming `migrate(db)`; either is told once to
+ * `onStoreError` (by default one `console.error` line), never in the answer.
  */
 export function idempotentHandler<TDb extends PgDatabaseLike, TRequired extends boolean = true>(
   options: TransactionHandlerOptions<TDb, TRequired>,
@@ -171,7 +174,8 @@ async function handle(handling: Handling, request: Request): Promise<Response> {
       handling.answer(() => handling.run(read.body, idempotency), idempotency),
     );
   } catch (error) {
-    // The store failed (or idem refused the options): never its message, which may hold SQL.
+    // The store failed (reported by the runner), or idem refused the call: never the
+    // store's message, which may hold SQL.
     return refusalResponse(refusalOf(error) ?? STORE_FAILED, docsUrl);
   }
   if (result.ok) {

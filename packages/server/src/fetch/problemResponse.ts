@@ -33,6 +33,7 @@ const TITLES: Record<ProblemCode, string> = {
   INVALID_BODY: 'Unreadable request body',
   UNSERIALIZABLE_VALUE: 'Request body cannot be fingerprinted',
   INVALID_CONFIGURATION: 'Server misconfigured',
+  STORE_FAILED: 'Idempotency store failed',
   INVALID_EVENT: 'Invalid event',
   RETRY_BUDGET_EXHAUSTED: 'Retry budget exhausted',
 };
@@ -69,8 +70,7 @@ export function problemOf(
 /**
  * The answer to a refusal of idem's table (`refusalOf`): a problem document with idem's
  * code and its documentation link, or `about:blank` for a refusal without a code (a
- * principal the store cannot keep, a store that failed, whose message holds no SQL); the
- * 409s carry `Retry-After` and `Idempotency-Status`.
+ * principal the store cannot keep); the 409s carry `Retry-After` and `Idempotency-Status`.
  */
 export function refusalResponse(refusal: Refusal, docsUrl: string): Response {
   const { status, code, message } = refusal;

@@ -1,5 +1,6 @@
 import { notifyObserver, requirePositive } from '@idem/core/store';
 import type { $ZodType, input, output } from 'zod/v4/core';
+import { missingTablesError } from '../postgres/missingTablesError.js';
 import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 import { InvalidEventError } from './errors/InvalidEventError.js';
 import { checkPayload, type RawEvent, type ValidEvent, validateEvent } from './validateEvent.js';
@@ -75,6 +76,7 @@ export interface EventDefinitions<TSchemas extends EventSchemas> {
    * Every event is validated first, and an `InvalidEventError` (unknown topic, payload
    * failing its schema, payload over `maxPayloadBytes`, bad headers) is thrown before
    * anything is written. Standalone: `const { enqueue } = defineEvents({ … })`.
+   * A database without idem's tables is a `ConfigurationError` naming `migrate(db)`.
    */
   enqueue: {
     (tx: PgDatabaseLike, event: EventInput<TSchemas>): Promise<string>;
@@ -135,7 +137,12 @@ export function defineEvents<const TSchemas extends EventSchemas>(
     for (const [index, event] of list.entries()) {
       valid.push(await validateEvent(schemas, event, index, maxPayloadBytes));
     }
-    const ids = await writeEvents(tx, valid, writeOptions);
+    let ids: string[];
+    try {
+      ids = await writeEvents(tx, valid, writeOptions);
+    } catch (error) {
+      throw missingTablesError(error, 'enqueue() wrote nothing') ?? error;
+    }
     if (onEvent) report(onEvent, ids, valid);
     return Array.isArray(input) ? ids : (ids[0] as string);
   }

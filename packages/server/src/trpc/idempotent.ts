@@ -65,7 +65,12 @@ export { DEFAULT_LOCK_WAIT_MS } from '../postgres/transactionMode.js';
  * | key busy | `CONFLICT` 409, `REQUEST_IN_PROGRESS` + `retryAfterMs`, `Retry-After`, `Idempotency-Status: in-progress` |
  * | this attempt was taken over | `CONFLICT` 409, `LEASE_LOST`, `Idempotency-Status: lease-lost` |
  * | key completed | the stored data or error, and `Idempotent-Replayed: true` |
- * | used on a query or subscription | `INTERNAL_SERVER_ERROR`: a configuration error |
+ * | used on a query or subscription | `INTERNAL_SERVER_ERROR`, `INVALID_CONFIGURATION` |
+ * | idem's tables missing (`migrate(db)` not run) | `INTERNAL_SERVER_ERROR`, `INVALID_CONFIGURATION` naming `migrate(db)` |
+ * | the store failed (unreachable, a refused statement) | `INTERNAL_SERVER_ERROR`, `STORE_FAILED` |
+ *
+ * A store failure (either of the last two) is told once to `onStoreError`, with the
+ * driver's error, which the answer never shows; by default, one `console.error` line.
  *
  * The fingerprint that binds a key to its request is SHA-256 of the canonical JSON of
  * `{ path, input }`, with `input` as the client sent it (before validation).

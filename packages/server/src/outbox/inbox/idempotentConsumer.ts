@@ -6,6 +6,7 @@ import type { PgDatabaseLike, TransactionOf } from '../../postgres/PgDatabaseLik
 export type { TransactionOf };
 
 import { deleteSkipLocked } from '../../postgres/deleteSkipLocked.js';
+import { missingTablesError } from '../../postgres/missingTablesError.js';
 import { refuseOneNodePostgresConnection } from '../../postgres/nodePostgresClient.js';
 import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
@@ -116,19 +117,36 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
     );
   }
   refuseOneNodePostgresConnection(db, `idempotentConsumer "${name}"`);
+  // A database without idem's tables (migrate(db) not run) is told as such, in what
+  // `handle` throws, what `handleBatch` answers and what `onEvent` hears.
+  const explain = (error: unknown) =>
+    missingTablesError(error, `idempotentConsumer "${name}" handled nothing`) ?? error;
   const context: ConsumerContext<TDb> = {
     db,
     name,
     clock,
-    emit: (event) => notifyObserver(options.onEvent, event),
+    emit: (event) =>
+      notifyObserver(
+        options.onEvent,
+        event.error === undefined ? event : { ...event, error: explain(event.error) },
+      ),
   };
 
   return {
     name,
     retentionMs,
     maxRedeliveryDelayMs,
-    handle: (event, handler) => handleOnce(context, event, handler),
-    handleBatch: (events, handler) => handleEach(context, events, handler),
+    async handle(event, handler) {
+      try {
+        return await handleOnce(context, event, handler);
+      } catch (error) {
+        throw explain(error);
+      }
+    },
+    handleBatch: async (events, handler) =>
+      (await handleEach(context, events, handler)).map((result) =>
+        result.status === 'failed' ? { ...result, error: explain(result.error) } : result,
+      ),
     async cleanup({ limit = 1_000 } = {}) {
       const cutoff = sqlLater(sqlNow(clock), -retentionMs);
       const deleted = await deleteSkipLocked(db, inbox, {

@@ -1,4 +1,5 @@
 import { notifyObserver } from '@idem/core/store';
+import { missingTablesError } from '../../postgres/missingTablesError.js';
 import { listDeadLetters, redriveDeadLetters } from './deadLetters.js';
 import { listenForWakeUps } from './listenForWakeUps.js';
 import { initialLoopState, type LoopState, waitIsOver } from './nextWait.js';
@@ -46,16 +47,16 @@ export function createRelay(options: RelayOptions): Relay {
       // Reset before claiming: a notification from here on may be for a commit this claim
       // does not see, and must still cut the next wait short.
       update({ ...state, notified: false });
-      return claimRound(settings);
+      return explained(claimRound(settings));
     },
     async finish(claim) {
-      const tallied = await finishRound(settings, claim);
+      const tallied = await explained(finishRound(settings, claim));
       totals = addTally(totals, tallied);
       for (const event of tallied.events) emit(event);
       return tallied;
     },
     async cleanup() {
-      const deleted = await cleanupAll(settings);
+      const deleted = await explained(cleanupAll(settings));
       if (deleted > 0) emit({ type: 'cleaned_up', deleted });
       return deleted;
     },
@@ -91,4 +92,17 @@ export function createRelay(options: RelayOptions): Relay {
     },
     cleanup: () => host.cleanup(),
   };
+}
+
+/**
+ * A round's database work, whose failure on a database without idem's tables is a
+ * `ConfigurationError` naming `migrate(db)` (in `runOnce()`'s rejection and the loop's
+ * `error` events), not the driver's bare "relation does not exist".
+ */
+async function explained<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    throw missingTablesError(error, 'The relay did nothing') ?? error;
+  }
 }
