@@ -89,6 +89,23 @@ describe('classifyError on errors from the real httpLink', () => {
     });
   });
 
+  it('idem’s 500 INVALID_CONFIGURATION (the server is set up wrong) is not transient; STORE_FAILED is', async () => {
+    const setup = await errorFromHttpLink(async () =>
+      json(
+        errorBody('INTERNAL_SERVER_ERROR', 500, {
+          idempotency: { code: 'INVALID_CONFIGURATION' },
+        }),
+        500,
+      ),
+    );
+    expect(classifyError(setup)).toMatchObject({ status: 500, transient: false });
+    expect(isOutcomeUnknown(setup)).toBe(false);
+    const storeFailed = await errorFromHttpLink(async () =>
+      json(errorBody('INTERNAL_SERVER_ERROR', 500, { idempotency: { code: 'STORE_FAILED' } }), 500),
+    );
+    expect(classifyError(storeFailed)).toMatchObject({ status: 500, transient: true });
+  });
+
   it('a JSON body that is not a tRPC response keeps the HTTP status', async () => {
     const error = await errorFromHttpLink(async () => json({ message: 'upstream down' }, 503));
     expect(classifyError(error)).toMatchObject({

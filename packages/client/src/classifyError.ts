@@ -37,6 +37,13 @@ const STATUS_BY_IDEMPOTENCY_CODE: Readonly<Record<string, IdempotencyStatus>> = 
   LEASE_LOST: 'lease-lost',
 };
 
+/**
+ * `error.data.idempotency.code` values of idem's 500s that no retry cures: the server's setup
+ * is wrong (idem's tables missing, `idempotent()` on a query, …) and nothing ran, so the
+ * call fails at once instead of retrying until the deadline.
+ */
+const SETUP_IDEMPOTENCY_CODES: ReadonlySet<string> = new Set(['INVALID_CONFIGURATION']);
+
 /** 409 is transient only when it is idem's busy-key answer; see `classifyError`. */
 const TRANSIENT_STATUSES: ReadonlySet<number> = new Set([408, 425, 429, 500, 502, 503, 504]);
 
@@ -87,7 +94,9 @@ const NETWORK_ERROR_CODES: ReadonlySet<string> = new Set([
  * on the server (`data.httpStatus`, then the JSON-RPC code), before the response's status,
  * because a batch response's status is 207 when its operations failed differently. For
  * the same reason a batch-wide `Idempotency-Status: in-progress` header only counts for an
- * operation whose own error is a 409.
+ * operation whose own error is a 409. A 500 whose `data.idempotency.code` is
+ * `INVALID_CONFIGURATION` (idem's error formatter) is not transient: the server is set up
+ * wrong, and retrying cannot change that.
  */
 export function classifyError(error: unknown, nowMs: number = Date.now()): AttemptFailure {
   const clientError = isTRPCClientError<AnyRouter>(error) ? error : undefined;
@@ -108,8 +117,10 @@ export function classifyError(error: unknown, nowMs: number = Date.now()): Attem
   const idempotencyStatus = status === 409 ? idempotencyStatusOf(idempotency, response) : undefined;
 
   const retryAfterMs = retryAfterOf(idempotency, response, nowMs);
+  const code = field(idempotency, 'code');
   const transient =
     status !== undefined &&
+    !(typeof code === 'string' && SETUP_IDEMPOTENCY_CODES.has(code)) &&
     (TRANSIENT_STATUSES.has(status) || (status === 409 && idempotencyStatus !== undefined));
   return { outcome: 'response', status, idempotencyStatus, retryAfterMs, transient };
 }

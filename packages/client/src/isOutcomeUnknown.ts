@@ -11,7 +11,9 @@ import { classifyError } from './classifyError.js';
  * outcome), or look the outcome up, before telling the user it did not happen.
  *
  * `false` when the server answered with a decision (a 4xx such as 400, 402, 404, 422: the
- * call did not run, or failed for good), or the caller aborted.
+ * call did not run, or failed for good), with idem's 500 `INVALID_CONFIGURATION` (the
+ * server is set up wrong, e.g. idem's tables are missing: nothing ran), or the caller
+ * aborted.
  *
  * `retryOn` gets the same answer for each failed attempt, as `transient`.
  */
