@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { sql } from 'drizzle-orm';
+import { z } from 'zod';
+import { idempotentHandler } from '../../src/fetch/index.js';
+import { defineEvents } from '../../src/outbox/defineEvents.js';
+import { idempotentConsumer } from '../../src/outbox/inbox/idempotentConsumer.js';
+import type { Relay, RelayEvent } from '../../src/outbox/index.js';
+import type { Publisher } from '../../src/outbox/OutboxMessage.js';
+import { createRelay } from '../../src/outbox/relay/createRelay.js';
+import { hasCode, isConnectionError } from '../../src/postgres/connectionError.js';
+import { migrate } from '../../src/postgres/migrate.js';
+import { type FetchServer, serveFetch } from '../../src/testing/serveFetch.js';
+import { connect, rows } from '../harness.js';
+
+/** The app's own tables: orders (transaction mode), charges (lease mode), fulfilments (the consumer). */
+export async function createFailoverSchema(url: string): Promise<void> {
+  const db = connect(url, 1);
+  try {
+    await migrate(db);
+    await db.execute(sql`create table failover_orders (
+      id bigserial primary key, key text not null, run_id text not null)`);
+    await db.execute(sql`create table failover_charges (
+      id bigserial primary key, charge_key text not null unique, key text not null,
+      attempts int not null default 1)`);
+    await db.execute(sql`create table failover_fulfilments (
+      id bigserial primary key, event_id uuid not null, order_id text not null)`);
+  } finally {
+    await db.$client.end({ timeout: 5 });
+  }
+}
+
+const events = defineEvents({
+  'order.placed': z.object({ orderId: z.string(), key: z.string() }),
+});
+
+/** Every key's order runs once; an idem scope of one principal, so keys are comparable across modes. */
+const scope = () => 'failover-client';
+
+/** The paths the app serves, one per execution mode. */
+export const PATHS = { transaction: '/orders', lease: '/charges' } as const;
+export type Mode = keyof typeof PATHS;
+
+/** The lease: long enough to outlast a failover, so a completion retried on the promoted node still holds it. */
+export const LEASE_MS = 10_000;
+
+export interface FailoverApp {
+  /** The app's base URL. */
+  url: string;
+  /** When each run of a handler started (`performance.now()`), by key. */
+  runsStarted: Map<string, number[]>;
+  /** How many times the publisher delivered each event id. */
+  deliveries: Map<string, number>;
+  /** Deliveries the consumer's inbox recognised as already handled. */
+  inboxDuplicates: () => number;
+  /** The relay's reports of errors and outages, by type. */
+  relayTrouble: Map<string, number>;
+  relay: Relay;
+  close(): Promise<void>;
+}
+
+/**
+ * The app under test, on `databaseUrl` (the cluster's multi-host URL): a transaction-mode
+ * order endpoint that writes its order and an `order.placed` event in the key's
+ * transaction, a lease-mode charge endpoint whose charge (a recovery point) the "provider"
+ * table deduplicates by the derived key, served over HTTP; and a relay that drains the
+ * outbox to an in-process publisher whose consumer writes a fulfilment per event through
+ * the inbox.
+ */
+export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp> {
+  const db = connect(databaseUrl, 10);
+  const relayDb = connect(databaseUrl, 4);
+  const runsStarted = new Map<string, number[]>();
+  const started = (key: string) =>
+    runsStarted.set(key, [...(runsStarted.get(key) ?? []), performance.now()]);
+
+  const orders = idempotentHandler(
+    { mode: 'transaction', db, scope, route: PATHS.transaction },
+    async (_request, idempotency) => {
+      started(idempotency.key);
+      const runId = randomUUID();
+      const [order] = await rows<{ id: string }>(
+        idempotency.tx,
+        sql`insert into failover_orders (key, run_id) values (${idempotency.key}, ${runId})
+            returning id::text as id`,
+      );
+      const orderId = order?.id ?? 'none';
+      await events.enqueue(idempotency.tx, {
+        topic: 'order.placed',
+        payload: { orderId, key: idempotency.key },
+      });
+      return Response.json({ orderId, runId });
+    },
+  );
+  const charges = idempotentHandler(
+    { db, scope, route: PATHS.lease, leaseMs: LEASE_MS },
+    async (_request, idempotency) => {
+      started(idempotency.key);
+      const chargeKey = idempotency.deriveKey('charge');
+      const chargeId = await idempotency.step('charge', async () => {
+        const [charge] = await rows<{ id: string }>(
+          db,
+          sql`insert into failover_charges (charge_key, key) values (${chargeKey}, ${idempotency.key})
+              on conflict (charge_key) do update set attempts = failover_charges.attempts + 1
+              returning id::text as id`,
+        );
+        return charge?.id ?? 'none';
+      });
+      return Response.json({ chargeId, runId: randomUUID() });
+    },
+  );
+  const server: FetchServer = await serveFetch((request) =>
+    new URL(request.url).pathname === PATHS.transaction ? orders(request) : charges(request),
+  );
+
+  const deliveries = new Map<string, number>();
+  let inboxDuplicates = 0;
+  const consumer = idempotentConsumer({ db: relayDb, name: 'fulfilment' });
+  const publisher: Publisher = {
+    async publish(message) {
+      const { orderId } = message.payload as { orderId: string };
+      const result = await consumer.handle(message, (tx) =>
+        tx.execute(
+          sql`insert into failover_fulfilments (event_id, order_id) values (${message.id}, ${orderId})`,
+        ),
+      );
+      if (result.status === 'duplicate') inboxDuplicates++;
+      deliveries.set(message.id, (deliveries.get(message.id) ?? 0) + 1);
+    },
+    // The consumer's database is the cluster: while it fails over, a delivery waits
+    // without counting an attempt (25006: a connection that reached the standby first).
+    isTransientError: (error) => isConnectionError(error) || hasCode(error, '25006'),
+  };
+  const relayTrouble = new Map<string, number>();
+  const relay = createRelay({
+    db: relayDb,
+    publisher,
+    batchSize: 20,
+    pollIntervalMs: 100,
+    leaseMs: 5_000,
+    maxAttempts: 1_000,
+    backoff: { baseDelayMs: 50, maxDelayMs: 500 },
+    onEvent: (event: RelayEvent) => {
+      if (event.type !== 'published') {
+        relayTrouble.set(event.type, (relayTrouble.get(event.type) ?? 0) + 1);
+      }
+    },
+  });
+  await relay.start();
+
+  return {
+    url: server.url,
+    runsStarted,
+    deliveries,
+    inboxDuplicates: () => inboxDuplicates,
+    relayTrouble,
+    relay,
+    async close() {
+      await relay.stop();
+      await server.close();
+      await db.$client.end({ timeout: 5 });
+      await relayDb.$client.end({ timeout: 5 });
+    },
+  };
+}
