@@ -10,10 +10,12 @@ import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { StoreErrorReport } from '../src/adapter/KeyedOptions.js';
 import { idempotentHandler } from '../src/fetch/index.js';
+import { createInboxSweeper } from '../src/outbox/inbox/createInboxSweeper.js';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import { inProcessPublisher } from '../src/outbox/publishers/inProcessPublisher.js';
 import { createRelay } from '../src/outbox/relay/createRelay.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
+import { sweepExpired } from '../src/postgres/sweeper.js';
 import {
   type IdempotencyRequestContext,
   idempotencyContext,
@@ -217,6 +219,19 @@ for (const backend of backends) {
         message: 'relation "idem_outbox" does not exist',
         code: '42P01',
       });
+    });
+
+    it('a sweep (keys, inbox) says migrate(db) too', async () => {
+      for (const sweep of [
+        sweepExpired({ db: database() }),
+        createInboxSweeper({
+          consumers: [idempotentConsumer({ db: database(), name: 'billing' })],
+        }).sweepNow(),
+      ]) {
+        const error = await sweep.catch((caught: unknown) => caught);
+        expect(isConfigurationError(error)).toBe(true);
+        expect((error as Error).message).toMatch(/^The sweep deleted nothing: .*`migrate\(db\)`/);
+      }
     });
 
     it('a relay and a consumer say migrate(db) too: runOnce rejects, error events carry it, handle and handleBatch fail with it', async () => {

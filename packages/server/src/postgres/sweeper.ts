@@ -1,6 +1,7 @@
 import { type Clock, ConfigurationError, systemClock, type TimerHandle } from '@idem/core';
 import { type IdempotencyStore, requirePositive } from '@idem/core/store';
 import { drizzleStore } from './drizzleStore.js';
+import { missingTablesError } from './missingTablesError.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
 /** Where the expired keys are: a Drizzle database (its `idem_keys` table) or any store. */
@@ -51,6 +52,8 @@ export async function sweepExpired(options: SweepExpiredOptions): Promise<number
 /**
  * Calls `deleteBatch(batchSize)` until a batch comes back short of `batchSize` or
  * `maxBatches` ran; returns the rows deleted. The batching of every sweep (keys, inbox).
+ * On a database without idem's tables it fails with a `ConfigurationError` naming
+ * `migrate(db)`.
  */
 export async function deleteInBatches(
   deleteBatch: (limit: number) => Promise<number>,
@@ -60,7 +63,12 @@ export async function deleteInBatches(
   const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
   let total = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
-    const deleted = await deleteBatch(batchSize);
+    let deleted: number;
+    try {
+      deleted = await deleteBatch(batchSize);
+    } catch (error) {
+      throw missingTablesError(error, 'The sweep deleted nothing') ?? error;
+    }
     total += deleted;
     if (deleted < batchSize) break;
   }
