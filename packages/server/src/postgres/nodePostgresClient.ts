@@ -15,6 +15,7 @@ export interface NodePostgresClientLike {
 export interface NodePostgresPoolLike {
   connect(): Promise<NodePostgresClientLike & { release(destroy?: Error | boolean): void }>;
   readonly idleCount: number;
+  on(event: 'acquire', listener: (client: NodePostgresClientLike) => void): unknown;
 }
 
 const hasFunction = (value: object, name: string) =>
@@ -43,6 +44,37 @@ export function isNodePostgresClient(client: object): client is NodePostgresClie
   );
 }
 
+/** The pools whose checked-out clients get {@link ignoreCheckedOutError}, and those clients. */
+const guarded = new WeakSet<object>();
+
+/**
+ * Hears the error of a checked-out client whose connection failed between two statements: the
+ * client's next statement rejects with it ("Client has encountered a connection error and is
+ * not queryable"), which is where it is handled.
+ */
+const ignoreCheckedOutError = () => {};
+
+/**
+ * The database idem runs transactions of its own on (transaction mode, consumers): refused
+ * on one node-postgres `Client` (see {@link refuseOneNodePostgresConnection}); on a `Pool`,
+ * every client it hands out gets a listener for its `error` event. A client checked out of a
+ * pool has none (the pool listens only while it is idle), and node-postgres emits a
+ * connection lost between two statements of a transaction (the handler awaiting something
+ * else) as `error`: unheard, that is an uncaught exception, which ends the process.
+ */
+export function checkTransactionsOn(db: PgDatabaseLike, what: string): void {
+  refuseOneNodePostgresConnection(db, what);
+  const pool: unknown = (db as { $client?: unknown }).$client;
+  if (typeof pool !== 'object' || pool === null || !isNodePostgresPool(pool)) return;
+  if (guarded.has(pool)) return;
+  guarded.add(pool);
+  pool.on('acquire', (client) => {
+    if (guarded.has(client)) return;
+    guarded.add(client);
+    client.on('error', ignoreCheckedOutError);
+  });
+}
+
 /**
  * Refuses a database built on one node-postgres connection (`drizzle(client)` with a `pg`
  * `Client`) for `what`, which runs each call in a transaction of its own. Drizzle's
@@ -51,7 +83,7 @@ export function isNodePostgresClient(client: object): client is NodePostgresClie
  * transaction, and one call's ROLLBACK undoes another call's writes after that call was told
  * they committed. A `Pool` gives each transaction a connection of its own.
  */
-export function refuseOneNodePostgresConnection(db: PgDatabaseLike, what: string): void {
+function refuseOneNodePostgresConnection(db: PgDatabaseLike, what: string): void {
   const client: unknown = (db as { $client?: unknown }).$client;
   if (typeof client !== 'object' || client === null || !isNodePostgresClient(client)) return;
   throw new ConfigurationError(

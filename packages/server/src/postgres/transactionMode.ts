@@ -11,7 +11,7 @@ import { admit, TIMED_OUT } from './admission.js';
 import { hasCode } from './connectionError.js';
 import { endedWithItsConnection, parked } from './driverEnd.js';
 import { drizzleStore } from './drizzleStore.js';
-import { refuseOneNodePostgresConnection } from './nodePostgresClient.js';
+import { checkTransactionsOn } from './nodePostgresClient.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { settle } from './settleTransaction.js';
 import {
@@ -100,7 +100,7 @@ export function transactionMode(config: TransactionModeConfig) {
   const open = () => {
     opened ??= config.db().then(
       (db) => {
-        refuseOneNodePostgresConnection(db, 'Transaction mode');
+        checkTransactionsOn(db, 'Transaction mode');
         return { db, reader: drizzleStore(db), storeIn: transactionStores(db, lockWaitMs) };
       },
       (error: unknown) => {

@@ -7,7 +7,7 @@ export type { TransactionOf };
 
 import { deleteSkipLocked } from '../../postgres/deleteSkipLocked.js';
 import { missingTablesError } from '../../postgres/missingTablesError.js';
-import { refuseOneNodePostgresConnection } from '../../postgres/nodePostgresClient.js';
+import { checkTransactionsOn } from '../../postgres/nodePostgresClient.js';
 import { sqlLater, sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
 import type { ConsumerEvent, HandleResult } from './ConsumerEvent.js';
@@ -116,7 +116,7 @@ export function idempotentConsumer<TDb extends PgDatabaseLike>(
         'Raise retentionMs or lower the redelivery delays.',
     );
   }
-  refuseOneNodePostgresConnection(db, `idempotentConsumer "${name}"`);
+  checkTransactionsOn(db, `idempotentConsumer "${name}"`);
   // A database without idem's tables (migrate(db) not run) is told as such, in what
   // `handle` throws, what `handleBatch` answers and what `onEvent` hears.
   const explain = (error: unknown) =>

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { isConfigurationError } from '@idem/core';
+import { sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
-import { countKeys, postgresUrl, useDatabase } from './harness.js';
+import { deferred, until } from './fixtures/deferred.js';
+import { countKeys, countOf, postgresUrl, useDatabase } from './harness.js';
 
 const post = (key: string, body: unknown) =>
   new Request('http://shop.test/orders', {
@@ -76,5 +78,71 @@ describe('idem on one node-postgres Client', () => {
     expect((caught as Error).message).toMatch(
       /idempotentConsumer "billing" runs each call in a transaction .* drizzle\(new Pool/,
     );
+  });
+});
+
+/**
+ * A pooled connection lost while a transaction-mode handler awaits something else: node-postgres
+ * emits it as the checked-out client's `error` event, which must not become an uncaught
+ * exception (vitest fails the run on one). The request fails, nothing is stored, and a retry
+ * runs on another connection.
+ */
+describe('transaction mode on a node-postgres Pool whose connection is lost', () => {
+  const database = useDatabase('node-postgres');
+
+  beforeAll(async () => {
+    await database().db.execute(
+      sql`create table if not exists pool_orders (id serial primary key, tag text not null)`,
+    );
+  });
+
+  it('answers the request as failed, stores nothing, and a retry runs once', async () => {
+    const { db } = database();
+    const backend = deferred<number>();
+    const resume = deferred();
+    let runs = 0;
+    const handle = idempotentHandler(
+      { mode: 'transaction', db, scope: () => 'user:ann' },
+      async (request, { tx }) => {
+        runs++;
+        const { tag } = (await request.json()) as { tag: string };
+        if (runs === 1) {
+          const [row] = (await tx.execute<{ pid: number }>(sql`select pg_backend_pid() as pid`))
+            .rows;
+          backend.resolve(row?.pid ?? 0);
+          await resume.promise; // not a statement: the connection dies between two
+        }
+        await tx.execute(sql`insert into pool_orders (tag) values (${tag})`);
+        return Response.json({ tag, runs }, { status: 201 });
+      },
+    );
+    const key = randomUUID();
+    const tag = randomUUID();
+    const first = handle(post(key, { tag })).then(
+      (response) => response.status,
+      () => 'threw',
+    );
+    const pid = await backend.promise;
+    await db.execute(sql`select pg_terminate_backend(${pid}::int)`);
+    await until(
+      async () =>
+        (await countOf(
+          db,
+          sql`select count(*)::int as n from pg_stat_activity where pid = ${pid}::int`,
+        )) === 0,
+      { what: 'the handler’s backend to end', timeoutMs: 60_000 },
+    );
+    resume.resolve();
+    expect(await first).not.toBe(201);
+    expect(await countKeys(db, key)).toBe(0);
+    const ordersOf = () =>
+      countOf(db, sql`select count(*)::int as n from pool_orders where tag = ${tag}`);
+    expect(await ordersOf()).toBe(0);
+
+    const retried = await handle(post(key, { tag }));
+    expect(retried.status).toBe(201);
+    expect(await retried.json()).toEqual({ tag, runs: 2 });
+    expect(await ordersOf()).toBe(1);
+    expect(await countKeys(db, key)).toBe(1);
   });
 });
