@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { createServer, type Socket } from 'node:net';
 import { isConfigurationError } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
@@ -6,6 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
+import { isConnectionError } from '../src/postgres/connectionError.js';
 import { deferred, until } from './fixtures/deferred.js';
 import { countKeys, countOf, postgresUrl, useDatabase } from './harness.js';
 
@@ -144,5 +146,133 @@ describe('transaction mode on a node-postgres Pool whose connection is lost', ()
     expect(await retried.json()).toEqual({ tag, runs: 2 });
     expect(await ordersOf()).toBe(1);
     expect(await countKeys(db, key)).toBe(1);
+  });
+});
+
+/** What `promise` rejected with; fails the test if it resolved. */
+async function rejectionOf(promise: PromiseLike<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected the statement to fail');
+}
+
+/** A TCP server on 127.0.0.1 that does `onSocket` with every connection. */
+async function tcpServer(onSocket: (socket: Socket) => void) {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    onSocket(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/none`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** What the first statement through a one-connection pool on `url` fails with. */
+async function firstStatementFailure(url: string, connectionTimeoutMillis = 0): Promise<unknown> {
+  const pool = new pg.Pool({ connectionString: url, max: 1, connectionTimeoutMillis });
+  pool.on('error', () => undefined);
+  try {
+    return await rejectionOf(drizzle(pool).execute(sql`select 1`));
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * node-postgres names most lost connections by message alone (no code): each is a
+ * connection error, after which idem sends nothing more on that connection.
+ */
+describe("isConnectionError on node-postgres's errors", () => {
+  const database = useDatabase('node-postgres');
+
+  it('a connection the server closes at connect, and a connect that times out', async () => {
+    const closing = await tcpServer((socket) => socket.destroy());
+    const silent = await tcpServer(() => undefined);
+    try {
+      const closed = await firstStatementFailure(closing.url);
+      expect((closed as Error).cause).toMatchObject({
+        message: 'Connection terminated unexpectedly',
+      });
+      expect(isConnectionError(closed)).toBe(true);
+      const timedOut = await firstStatementFailure(silent.url, 300);
+      expect((timedOut as Error).cause).toMatchObject({
+        message: 'Connection terminated due to connection timeout',
+      });
+      expect(isConnectionError(timedOut)).toBe(true);
+    } finally {
+      await Promise.all([closing.close(), silent.close()]);
+    }
+  });
+
+  it("a backend killed under a statement (57P01), then the broken client's next statement, and an ended client's", async () => {
+    const { db, url } = database();
+    const client = new pg.Client({ connectionString: postgresUrl(url) });
+    client.on('error', () => undefined);
+    await client.connect();
+    const own = drizzle(client);
+    const running = rejectionOf(own.execute(sql`select pg_sleep(60)`));
+    await until(
+      async () =>
+        (await countOf(
+          db,
+          sql`select count(*)::int as n from pg_stat_activity
+              where pid = ${client.processID}::int and state = 'active'`,
+        )) === 1,
+      { what: 'the statement to run', timeoutMs: 60_000 },
+    );
+    await db.execute(sql`select pg_terminate_backend(${client.processID}::int)`);
+    const killed = await running;
+    expect((killed as Error).cause).toMatchObject({ code: '57P01' });
+    expect(isConnectionError(killed)).toBe(true);
+    // The broken client's next statement: no code, a message (which one depends on how far
+    // the client got in noticing its socket's end).
+    const next = await rejectionOf(own.execute(sql`select 1`));
+    expect((next as Error & { cause: { code?: unknown } }).cause.code).toBeUndefined();
+    expect(isConnectionError(next)).toBe(true);
+
+    const ended = new pg.Client({ connectionString: postgresUrl(url) });
+    await ended.connect();
+    await ended.end();
+    const afterEnd = await rejectionOf(drizzle(ended).execute(sql`select 1`));
+    expect((afterEnd as Error).cause).toMatchObject({
+      message: 'Client was closed and is not queryable',
+    });
+    expect(isConnectionError(afterEnd)).toBe(true);
+  });
+
+  it('errors that leave the connection open, and a pool with no free client, do not count', async () => {
+    const { url } = database();
+    const pool = new pg.Pool({
+      connectionString: postgresUrl(url),
+      max: 1,
+      connectionTimeoutMillis: 100,
+    });
+    const pooled = drizzle(pool);
+    const held = await pool.connect();
+    try {
+      const exhausted = await rejectionOf(pooled.execute(sql`select 1`));
+      expect((exhausted as Error).cause).toMatchObject({
+        message: 'timeout exceeded when trying to connect',
+      });
+      expect(isConnectionError(exhausted)).toBe(false);
+      held.release();
+      const syntax = await rejectionOf(pooled.execute(sql`select from from`));
+      expect((syntax as Error).cause).toMatchObject({ code: '42601' });
+      expect(isConnectionError(syntax)).toBe(false);
+    } finally {
+      await pool.end();
+    }
   });
 });

@@ -46,17 +46,38 @@ const SOCKET_CODES = new Set([
   'EAI_AGAIN',
 ]);
 
+/**
+ * node-postgres's own errors for a connection it no longer has carry no code, only these
+ * messages: the socket ended under a statement or while connecting, the connect timed out,
+ * or a statement went to a client whose connection failed or was ended. (Its pool's
+ * "timeout exceeded when trying to connect" is not one: that is a pool with no free client.)
+ */
+const NODE_POSTGRES_CONNECTION_MESSAGES = new Set([
+  'Connection terminated unexpectedly',
+  'Connection terminated',
+  'Connection terminated due to connection timeout',
+  'Client has encountered a connection error and is not queryable',
+  'Client was closed and is not queryable',
+]);
+
 /** How far down a chain of causes to look; Drizzle wraps a driver's error once. */
 const MAX_CAUSE_DEPTH = 5;
 
 /** Whether `error` or an error in its chain of causes has a string `code` that `test` accepts. */
 function someCode(error: unknown, test: (code: string) => boolean): boolean {
+  return someError(error, ({ code }) => typeof code === 'string' && test(code));
+}
+
+/** Whether `error` or an error in its chain of causes is one that `test` accepts. */
+function someError(
+  error: unknown,
+  test: (error: { code?: unknown; message?: unknown }) => boolean,
+) {
   let current = error;
   for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
     if (typeof current !== 'object' || current === null) return false;
-    const { code, cause } = current as { code?: unknown; cause?: unknown };
-    if (typeof code === 'string' && test(code)) return true;
-    current = cause;
+    if (test(current)) return true;
+    current = (current as { cause?: unknown }).cause;
   }
   return false;
 }
@@ -78,12 +99,21 @@ export function hasCode(error: unknown, code: string): boolean {
  * `uncaughtException` that takes the process down) instead of rejecting the statement.
  */
 export function isConnectionError(error: unknown): boolean {
-  return someCode(
-    error,
-    (code) =>
-      (code.length === 5 && code.startsWith('08')) ||
-      SESSION_ENDING_STATES.has(code) ||
-      DRIVER_CONNECTION_CODES.has(code) ||
-      SOCKET_CODES.has(code),
+  return (
+    someCode(
+      error,
+      (code) =>
+        (code.length === 5 && code.startsWith('08')) ||
+        SESSION_ENDING_STATES.has(code) ||
+        DRIVER_CONNECTION_CODES.has(code) ||
+        SOCKET_CODES.has(code),
+    ) ||
+    someError(
+      error,
+      ({ code, message }) =>
+        code === undefined &&
+        typeof message === 'string' &&
+        NODE_POSTGRES_CONNECTION_MESSAGES.has(message),
+    )
   );
 }
