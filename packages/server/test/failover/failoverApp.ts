@@ -55,6 +55,8 @@ export interface FailoverApp {
   inboxDuplicates: () => number;
   /** The relay's reports of errors and outages, by type. */
   relayTrouble: Map<string, number>;
+  /** The store errors requests were answered 500 for, by the error's code (SQLSTATE or driver's). */
+  storeErrors: Map<string, number>;
   relay: Relay;
   close(): Promise<void>;
 }
@@ -71,11 +73,16 @@ export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp
   const db = connect(databaseUrl, 10);
   const relayDb = connect(databaseUrl, 4);
   const runsStarted = new Map<string, number[]>();
+  const storeErrors = new Map<string, number>();
+  const onStoreError = (error: unknown) => {
+    const code = codeOf(error);
+    storeErrors.set(code, (storeErrors.get(code) ?? 0) + 1);
+  };
   const started = (key: string) =>
     runsStarted.set(key, [...(runsStarted.get(key) ?? []), performance.now()]);
 
   const orders = idempotentHandler(
-    { mode: 'transaction', db, scope, route: PATHS.transaction },
+    { mode: 'transaction', db, scope, route: PATHS.transaction, onStoreError },
     async (_request, idempotency) => {
       started(idempotency.key);
       const runId = randomUUID();
@@ -93,7 +100,7 @@ export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp
     },
   );
   const charges = idempotentHandler(
-    { db, scope, route: PATHS.lease, leaseMs: LEASE_MS },
+    { db, scope, route: PATHS.lease, leaseMs: LEASE_MS, onStoreError },
     async (_request, idempotency) => {
       started(idempotency.key);
       const chargeKey = idempotency.deriveKey('charge');
@@ -154,6 +161,7 @@ export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp
     deliveries,
     inboxDuplicates: () => inboxDuplicates,
     relayTrouble,
+    storeErrors,
     relay,
     async close() {
       await relay.stop();
@@ -162,4 +170,15 @@ export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp
       await relayDb.$client.end({ timeout: 5 });
     },
   };
+}
+
+/** The first string `code` down an error's chain of causes (Drizzle wraps the driver's error). */
+function codeOf(error: unknown): string {
+  for (let current = error, depth = 0; depth < 5; depth++) {
+    if (typeof current !== 'object' || current === null) break;
+    const { code, cause } = current as { code?: unknown; cause?: unknown };
+    if (typeof code === 'string') return code;
+    current = cause;
+  }
+  return 'unknown';
 }

@@ -44,6 +44,8 @@ export interface FailoverReport {
   ordersNotFulfilled: number;
   deadLetters: number;
   relayTrouble: Record<string, number>;
+  /** Why requests were answered 500, by the store error's code (`25006`: a connection on the standby before its promotion). */
+  storeErrors: Record<string, number>;
 }
 
 /** Things a test started, ended by `cleanUp` in an `afterEach` even when the test failed. */
@@ -212,6 +214,7 @@ async function serverFacts(
       sql`select count(*)::int as n from idem_outbox where dead_at is not null`,
     ),
     relayTrouble: Object.fromEntries(app.relayTrouble),
+    storeErrors: Object.fromEntries(app.storeErrors),
   };
 }
 
