@@ -9,7 +9,7 @@ import { idempotentHandler } from '../src/fetch/index.js';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import { isConnectionError } from '../src/postgres/connectionError.js';
 import { deferred, until } from './fixtures/deferred.js';
-import { countKeys, countOf, postgresUrl, useDatabase } from './harness.js';
+import { countKeys, countOf, oneRow, postgresUrl, rows, useDatabase } from './harness.js';
 
 const post = (key: string, body: unknown) =>
   new Request('http://shop.test/orders', {
@@ -109,8 +109,7 @@ describe('transaction mode on a node-postgres Pool whose connection is lost', ()
         runs++;
         const { tag } = (await request.json()) as { tag: string };
         if (runs === 1) {
-          const [row] = (await tx.execute<{ pid: number }>(sql`select pg_backend_pid() as pid`))
-            .rows;
+          const [row] = await rows<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`);
           backend.resolve(row?.pid ?? 0);
           await resume.promise; // not a statement: the connection dies between two
         }
@@ -222,17 +221,18 @@ describe("isConnectionError on node-postgres's errors", () => {
     client.on('error', () => undefined);
     await client.connect();
     const own = drizzle(client);
+    const { pid } = await oneRow<{ pid: number }>(own, sql`select pg_backend_pid() as pid`);
     const running = rejectionOf(own.execute(sql`select pg_sleep(60)`));
     await until(
       async () =>
         (await countOf(
           db,
           sql`select count(*)::int as n from pg_stat_activity
-              where pid = ${client.processID}::int and state = 'active'`,
+              where pid = ${pid}::int and state = 'active'`,
         )) === 1,
       { what: 'the statement to run', timeoutMs: 60_000 },
     );
-    await db.execute(sql`select pg_terminate_backend(${client.processID}::int)`);
+    await db.execute(sql`select pg_terminate_backend(${pid}::int)`);
     const killed = await running;
     expect((killed as Error).cause).toMatchObject({ code: '57P01' });
     expect(isConnectionError(killed)).toBe(true);
