@@ -184,7 +184,16 @@ type AsPostgres = (binary: string, args: string[]) => Promise<void>;
 async function runnerFor(root: string): Promise<AsPostgres> {
   const isRoot = process.getuid?.() === 0;
   if (isRoot) {
-    const id = async (flag: string) => Number((await run('id', [flag, 'postgres'])).stdout.trim());
+    const id = async (flag: string) => {
+      try {
+        return Number((await run('id', [flag, 'postgres'])).stdout.trim());
+      } catch (error) {
+        throw new Error(
+          'PostgreSQL refuses to run as root, and there is no `postgres` OS user to run it as: create one, or run the tests as another user',
+          { cause: error },
+        );
+      }
+    };
     await chown(root, await id('-u'), await id('-g'));
   }
   return async (binary, args) => {
