@@ -69,8 +69,9 @@ export function defined<T>(value: T | undefined, what: string): T {
 }
 
 /**
- * The connection string of a Postgres test database, for a test that opens clients of its
- * own: PGlite has none, so such a test belongs under `backend === 'Postgres'`.
+ * The connection string of a test database on the real server, for a test that opens
+ * clients of its own: PGlite has none, so such a test belongs under a backend on the server
+ * (`Postgres` or `node-postgres`).
  */
 export function postgresUrl(url: string | undefined): string {
   if (url === undefined) throw new Error('a PGlite database has no connection string');

@@ -1,7 +1,10 @@
 import type { SQL } from 'drizzle-orm';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
-/** The rows of a raw statement's result: postgres-js returns an array, PGlite `{ rows }`. */
+/**
+ * The rows of a raw statement's result: postgres-js returns an array, PGlite and
+ * node-postgres `{ rows }`.
+ */
 export function rowsOf<T = Record<string, unknown>>(result: unknown): T[] {
   return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
 }
