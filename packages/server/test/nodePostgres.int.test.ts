@@ -52,12 +52,30 @@ describe('idem on one node-postgres Client', () => {
     expect(runs).toBe(1);
   });
 
-  it('refuses transaction mode with a ConfigurationError naming the Pool; nothing runs or is stored', async () => {
+  it('refuses transaction mode at start-up with a ConfigurationError naming the Pool', () => {
+    let caught: unknown;
+    try {
+      idempotentHandler({ mode: 'transaction', db, scope: () => 'user:ann' }, () =>
+        Response.json({}),
+      );
+    } catch (error) {
+      caught = error;
+    }
+    expect(isConfigurationError(caught)).toBe(true);
+    expect((caught as Error).message).toMatch(
+      /^idempotentHandler.* in transaction mode runs each call in a transaction .* one node-postgres Client.*pg Pool/,
+    );
+  });
+
+  it('refuses transaction mode on a database given as a function at its first call; nothing runs or is stored', async () => {
     let runs = 0;
-    const handle = idempotentHandler({ mode: 'transaction', db, scope: () => 'user:ann' }, () => {
-      runs++;
-      return Response.json({ runs });
-    });
+    const handle = idempotentHandler(
+      { mode: 'transaction', db: () => db, scope: () => 'user:ann' },
+      () => {
+        runs++;
+        return Response.json({ runs });
+      },
+    );
     const key = randomUUID();
     const answer = await handle(post(key, { sku: 'book' }));
     expect(answer.status).toBe(500);

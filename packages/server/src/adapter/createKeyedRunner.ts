@@ -9,6 +9,7 @@ import {
 } from '@idem/core';
 import { type IdempotencyStore, notifyObserver } from '@idem/core/store';
 import { drizzleStore } from '../postgres/drizzleStore.js';
+import { checkTransactionsOn } from '../postgres/nodePostgresClient.js';
 import type { PgDatabaseLike } from '../postgres/PgDatabaseLike.js';
 import {
   lockWaitMsOf,
@@ -122,6 +123,8 @@ function checkKeyedOptions(
           'completed inside the transaction the work writes through, which a `store` cannot join.',
       );
     }
+    // A database given as it is is checked now; one given as a function, on the first call.
+    if (typeof db !== 'function') checkTransactionsOn(db, `${factory} in transaction mode`);
     return { mode, db: lazy(db) };
   }
   if (typeof store === 'function') return { mode, store: deferredStore(async () => store()) };
