@@ -40,6 +40,8 @@ export interface FailoverReport {
   inboxDuplicates: number;
   /** Event ids with more than one fulfilment row (the inbox failed to deduplicate). */
   eventsConsumedTwice: number;
+  /** Their fulfilment rows, to tell what happened. */
+  consumedTwice: { id: string; event_id: string; order_id: string }[];
   /** Orders on the promoted server with no fulfilment. */
   ordersNotFulfilled: number;
   deadLetters: number;
@@ -85,8 +87,8 @@ export async function runFailover(
     synchronous: options.synchronous,
     database: 'failover',
     replicationDelayMs: options.replicationDelayMs ?? 0,
+    onStop: (stop) => cleanups.push(stop),
   });
-  cleanups.push(() => cluster.stop());
   await createFailoverSchema(cluster.primary.url);
   const app = await startFailoverApp(cluster.url);
   cleanups.push(() => app.close());
@@ -175,9 +177,9 @@ async function serverFacts(
     observer,
     sql`select key, id::text as id, attempts from failover_charges`,
   );
-  const fulfilments = await rows<{ event_id: string; order_id: string }>(
+  const fulfilments = await rows<{ id: string; event_id: string; order_id: string }>(
     observer,
-    sql`select event_id::text as event_id, order_id from failover_fulfilments`,
+    sql`select id::text as id, event_id::text as event_id, order_id from failover_fulfilments`,
   );
   const ordersPerKey = countBy(orders.map((order) => order.key));
   const fulfilmentsPerEvent = countBy(fulfilments.map((each) => each.event_id));
@@ -208,6 +210,7 @@ async function serverFacts(
     eventsDeliveredTwice: [...app.deliveries.values()].filter((n) => n > 1).length,
     inboxDuplicates: app.inboxDuplicates(),
     eventsConsumedTwice: [...fulfilmentsPerEvent.values()].filter((n) => n > 1).length,
+    consumedTwice: fulfilments.filter((each) => (fulfilmentsPerEvent.get(each.event_id) ?? 0) > 1),
     ordersNotFulfilled: orders.filter((order) => !fulfilled.has(order.id)).length,
     deadLetters: await countOf(
       observer,

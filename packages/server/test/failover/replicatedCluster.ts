@@ -74,6 +74,11 @@ export interface ReplicatedClusterOptions {
    * @default 0 (the standby connects to the primary directly)
    */
   replicationDelayMs?: number;
+  /**
+   * Given `stop` as soon as the directory exists, before anything starts: a test's cleanup
+   * then ends the nodes even when the start itself is what hangs.
+   */
+  onStop?: (stop: () => Promise<void>) => void;
 }
 
 /** postgres-js logs NOTICEs by default. */
@@ -114,6 +119,7 @@ export async function startReplicatedCluster(
     for (const pid of orphans) if (isAlive(pid)) process.kill(pid, 'SIGKILL');
     await rm(root, { recursive: true, force: true });
   };
+  options.onStop?.(stop);
   try {
     await initPrimary(asPostgres, primary, root, options.synchronous);
     await asPostgres('pg_basebackup', [
