@@ -1,4 +1,5 @@
 import { isConnectionError } from './connectionError.js';
+import type { PgDatabaseLike, TransactionOf } from './PgDatabaseLike.js';
 
 /**
  * How long a transaction's callback, failed with a connection-level error, waits for the
@@ -49,4 +50,42 @@ export async function endedWithItsConnection(
 /** A promise that never settles: see {@link endedWithItsConnection}. */
 export function parked<T>(): Promise<T> {
   return new Promise<T>(() => {});
+}
+
+/**
+ * `db.transaction(work)`, except that once the driver has given the transaction up with its
+ * lost connection, `work` is never let to settle (see {@link endedWithItsConnection}): so the
+ * driver sends no `ROLLBACK` or `COMMIT` to the closed socket, which with postgres.js would
+ * throw from a timer and end the process. The caller gets the driver's own rejection (its
+ * connection error); whatever `work` would have answered is lost with the transaction.
+ *
+ * Where the driver waits for `work` to settle before it ends the transaction (node-postgres,
+ * PGlite), `work` settles as it would have, after the short wait.
+ */
+export function transactionOnItsConnection<TDb extends PgDatabaseLike, T>(
+  db: TDb,
+  work: (tx: TransactionOf<TDb>) => Promise<T>,
+): Promise<T> {
+  const driver: { ended: boolean; done: Promise<void> | undefined } = {
+    ended: false,
+    done: undefined,
+  };
+  const transaction = db.transaction(async (tx) => {
+    let value: T;
+    try {
+      value = await work(tx as TransactionOf<TDb>);
+    } catch (error) {
+      if (driver.ended || (await endedWithItsConnection(error, driver.done))) return parked<T>();
+      throw error;
+    }
+    // A connection closed while `work` did something else (an idle transaction the server
+    // ended): the driver's COMMIT would go to the closed socket.
+    if (driver.ended) return parked<T>();
+    return value;
+  }) as Promise<T>;
+  const ended = () => {
+    driver.ended = true;
+  };
+  driver.done = transaction.then(ended, ended);
+  return transaction;
 }

@@ -1,4 +1,5 @@
 import type { Clock } from '@idem/core';
+import { transactionOnItsConnection } from '../../postgres/driverEnd.js';
 import type { PgDatabaseLike, TransactionOf } from '../../postgres/PgDatabaseLike.js';
 import { sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
@@ -37,7 +38,9 @@ export async function handleOnce<TDb extends PgDatabaseLike, T>(
     durationMs: tick(clock) - startedAt,
   });
   try {
-    const result = await db.transaction(async (tx) => {
+    // A connection lost under the handler leaves the transaction to the driver (see
+    // transactionOnItsConnection): the inbox row goes with it, and a redelivery runs again.
+    const result = await transactionOnItsConnection(db, async (tx) => {
       // A concurrent copy of the same event waits here on the first one's uncommitted
       // row, then finds it (duplicate) or, if the first rolled back, takes its place.
       const inserted = await tx
@@ -46,7 +49,7 @@ export async function handleOnce<TDb extends PgDatabaseLike, T>(
         .onConflictDoNothing()
         .returning({ eventId: inbox.eventId });
       if (inserted.length === 0) return { status: 'duplicate' } as const;
-      const value = await handler(tx as TransactionOf<TDb>);
+      const value = await handler(tx);
       return { status: 'processed', value } as const;
     });
     emit({ ...report(result.status), ...reportOf(event, result.status, clock) });

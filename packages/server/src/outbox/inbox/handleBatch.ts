@@ -1,5 +1,7 @@
 import type { Clock } from '@idem/core';
 import { sql } from 'drizzle-orm';
+import { isConnectionError } from '../../postgres/connectionError.js';
+import { transactionOnItsConnection } from '../../postgres/driverEnd.js';
 import type { PgDatabaseLike, TransactionOf } from '../../postgres/PgDatabaseLike.js';
 import { nowStatementName, sqlNow } from '../../postgres/sqlTime.js';
 import { inboxEvents as inbox } from '../schema.js';
@@ -63,7 +65,7 @@ async function attempt<TDb extends PgDatabaseLike, TEvent extends { id: string }
 ): Promise<void> {
   let handlerRan = false;
   try {
-    const inserted = await context.db.transaction(async (tx) => {
+    const inserted = await transactionOnItsConnection(context.db, async (tx) => {
       const fresh = await insertInboxRows(
         tx,
         context.name,
@@ -73,7 +75,7 @@ async function attempt<TDb extends PgDatabaseLike, TEvent extends { id: string }
       const handled = group.filter((event) => fresh.has(event.id));
       if (handled.length > 0) {
         handlerRan = true;
-        await context.handler(handled, tx as TransactionOf<TDb>);
+        await context.handler(handled, tx);
       }
       return fresh;
     });
@@ -81,7 +83,9 @@ async function attempt<TDb extends PgDatabaseLike, TEvent extends { id: string }
       outcome.set(id, { id, status: inserted.has(id) ? 'processed' : 'duplicate' });
     }
   } catch (error) {
-    if (!handlerRan || group.length === 1) {
+    // A lost connection is no event's fault either: splitting would only send the halves to
+    // a database that is not there.
+    if (!handlerRan || group.length === 1 || isConnectionError(error)) {
       for (const { id } of group) outcome.set(id, { id, status: 'failed', error });
       return;
     }
