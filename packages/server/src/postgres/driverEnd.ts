@@ -66,14 +66,11 @@ export function transactionOnItsConnection<TDb extends PgDatabaseLike, T>(
   db: TDb,
   work: (tx: TransactionOf<TDb>) => Promise<T>,
 ): Promise<T> {
-  const driver: { ended: boolean; done: Promise<void> | undefined } = {
-    ended: false,
-    done: undefined,
-  };
+  const driver: DriverHold = { ended: false, done: undefined };
   const transaction = db.transaction(async (tx) => {
     let value: T;
     try {
-      value = await work(tx as TransactionOf<TDb>);
+      value = await work(heldTransaction(tx as TransactionOf<TDb>, driver));
     } catch (error) {
       if (driver.ended || (await endedWithItsConnection(error, driver.done))) return parked<T>();
       throw error;
@@ -83,9 +80,55 @@ export function transactionOnItsConnection<TDb extends PgDatabaseLike, T>(
     if (driver.ended) return parked<T>();
     return value;
   }) as Promise<T>;
-  const ended = () => {
-    driver.ended = true;
-  };
-  driver.done = transaction.then(ended, ended);
+  watchEnd(driver, transaction);
   return transaction;
+}
+
+/** The driver's hold on one transaction, as the calls above track it. */
+export interface DriverHold {
+  /** Whether the driver has ended the transaction (lost, committed or rolled back). */
+  ended: boolean;
+  /** What the driver ended it with, when it failed (its connection error, as a rule). */
+  error?: unknown;
+  /** Settles when the driver has ended the transaction, whether the callback has or not. */
+  done: Promise<void> | undefined;
+}
+
+/** Tracks in `driver` the end of `transaction`, the promise `db.transaction()` returned. */
+export function watchEnd(driver: DriverHold, transaction: Promise<unknown>): void {
+  driver.done = transaction.then(
+    () => {
+      driver.ended = true;
+    },
+    (error: unknown) => {
+      driver.ended = true;
+      driver.error = error;
+    },
+  );
+}
+
+/**
+ * `tx` as idem hands it to a handler: once the driver has ended the transaction, every
+ * method of `tx` throws (an error whose cause is the driver's) instead of sending a
+ * statement. A handler that goes on after its connection was lost (it caught the failure,
+ * or it was awaiting something else while the server ended an idle transaction) would
+ * otherwise send on a connection whose socket is gone, and postgres.js throws from a timer
+ * there (an uncaughtException), or sends the statement on the connection it reopened,
+ * outside any transaction. A query built before the end and awaited after it is not caught
+ * here: build and await a statement in one go.
+ */
+export function heldTransaction<TTx extends object>(tx: TTx, driver: DriverHold): TTx {
+  return new Proxy(tx, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function' || !driver.ended) return value;
+      return () => {
+        throw new Error(
+          'This transaction has ended (its connection was lost, or it was committed or rolled ' +
+            'back): nothing more can be sent through it.',
+          { cause: driver.error },
+        );
+      };
+    },
+  });
 }

@@ -7,6 +7,7 @@ import {
 } from '@idem/core';
 import { answerClaim, type IdempotencyStore, type UnclaimedClaim } from '@idem/core/store';
 import type { Admission } from './admission.js';
+import type { DriverHold } from './driverEnd.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
 /** One keyed call: who asks, its key, and the fingerprint binding the key to the request. */
@@ -58,7 +59,7 @@ export interface CallState {
    * whether the callback has or not: while the callback still runs, only a driver that
    * lost the connection does that.
    */
-  driver: { ended: boolean; done: Promise<void> | undefined };
+  driver: DriverHold;
 }
 
 /** A replay, mismatch or in-progress answer: core's one claim-answer table. */

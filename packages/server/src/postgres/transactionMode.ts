@@ -9,7 +9,7 @@ import {
 import type { ClaimResult } from '@idem/core/store';
 import { admit, TIMED_OUT } from './admission.js';
 import { hasCode } from './connectionError.js';
-import { endedWithItsConnection, parked } from './driverEnd.js';
+import { endedWithItsConnection, heldTransaction, parked, watchEnd } from './driverEnd.js';
 import { drizzleStore } from './drizzleStore.js';
 import { checkTransactionsOn } from './nodePostgresClient.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
@@ -49,6 +49,10 @@ export function lockWaitMsOf(settings: Pick<IdempotencySettings, 'inProgress'>):
  * **PGlite** has a single connection: while the transaction is open, any query on `db`
  * (rather than `tx`) waits for the transaction to end, which waits for the handler, so the
  * request hangs. Inside a transaction-mode handler, use only `tx`.
+ *
+ * Once the transaction has ended (its connection lost, say while the handler awaited another
+ * service and the server ended the idle transaction), `tx` throws instead of sending: the
+ * statement would go to a closed socket, or to a new connection outside any transaction.
  */
 export interface TransactionIdempotency<TTx> extends HandlerContext {
   tx: TTx;
@@ -177,10 +181,7 @@ async function runCall<T>(
         throw error;
       }
     });
-    const ended = () => {
-      driver.ended = true;
-    };
-    driver.done = work.then(ended, ended);
+    watchEnd(driver, work);
     settled = await admission.race(work);
   } catch (error) {
     if (!(error instanceof Rollback)) throw error;
@@ -218,7 +219,7 @@ async function claimAndRun<T>(
     attempt = await handler({
       key,
       scope,
-      tx,
+      tx: heldTransaction(tx, state.driver),
       signal: call.signal,
       attempt: record.attempts,
       version: record.version,

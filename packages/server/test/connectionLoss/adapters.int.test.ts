@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'drizzle-orm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isConnectionError } from '../../src/postgres/connectionError.js';
 import type { PgDatabaseLike } from '../../src/postgres/PgDatabaseLike.js';
-import { deferred, until } from '../fixtures/deferred.js';
-import { countOf } from '../harness.js';
+import { deferred } from '../fixtures/deferred.js';
 import {
   type Adapter,
   type Answer,
@@ -17,15 +15,17 @@ import {
 import { type DriverName, drivers, escaped, type Statement, useKillRig } from './killRig.js';
 
 /**
- * Where the request loses its backend: at one of its statements, or (`idle`) while the
- * handler waits on something else between two statements of its transaction, as
- * `idle_in_transaction_session_timeout` or a pooler would end it. `refuse`: the handler
+ * Where the request loses its backend: at one of its statements, or while the handler waits
+ * on something else between two statements of its transaction, as
+ * `idle_in_transaction_session_timeout` or a pooler would end it: after its write (`idle`),
+ * or before it (`idle, then writes`: the handler sends its write on the transaction the
+ * driver has given up, which idem's `tx` refuses). `refuse`: the handler
  * answers a refusal the error policy stores (in transaction mode, stored after the
  * rollback: the upsert, then the key's unlock).
  */
 interface Case {
   mode: Mode;
-  at: Statement | 'idle';
+  at: Statement | 'idle' | 'idle, then writes';
   refuse: boolean;
 }
 
@@ -38,6 +38,7 @@ const CASES: Case[] = [
   { mode: 'transaction', at: 'unlock', refuse: true },
   { mode: 'transaction', at: 'idle', refuse: false },
   { mode: 'transaction', at: 'idle', refuse: true },
+  { mode: 'transaction', at: 'idle, then writes', refuse: false },
   { mode: 'lease', at: 'claim', refuse: false },
   { mode: 'lease', at: 'handler', refuse: false },
   { mode: 'lease', at: 'completion', refuse: false },
@@ -69,23 +70,7 @@ describe.each(Object.keys(drivers) as DriverName[])(
     /** Kills the backend of an idle handler, and lets the handler go once the driver knows. */
     async function killedIdle(answer: Promise<Answer>): Promise<Answer> {
       const pid = await handling.idle.pid.promise;
-      await rig().kill(pid);
-      let answered = false;
-      void answer.then(() => {
-        answered = true;
-      });
-      // postgres.js gives the transaction up when the socket closes (the request is answered
-      // while the handler still waits); node-postgres waits for the handler. Either way the
-      // backend is gone first.
-      await until(
-        async () =>
-          answered ||
-          (await countOf(
-            rig().observer,
-            sql`select count(*)::int as n from pg_stat_activity where pid = ${pid}`,
-          )) === 0,
-        { what: 'the idle backend to be gone', timeoutMs: 60_000 },
-      );
+      await rig().killIdle(pid, answer, driver);
       handling.idle.go.resolve();
       return answer;
     }
@@ -99,8 +84,13 @@ describe.each(Object.keys(drivers) as DriverName[])(
           const order: Order = { tag: randomUUID(), refuse };
           const runs = () => handling.runs.get(order.tag) ?? 0;
           const failed =
-            at === 'idle'
-              ? await killedIdle(requests.send(key, { ...order, idle: true }))
+            at === 'idle' || at === 'idle, then writes'
+              ? await killedIdle(
+                  requests.send(key, {
+                    ...order,
+                    idle: at === 'idle' ? 'after-write' : 'before-write',
+                  }),
+                )
               : await rig().killAt(at, () => requests.send(key, order));
           expect(escaped).toEqual([]);
 

@@ -5,27 +5,33 @@ import type { BatchItemResult } from '../../src/outbox/inbox/handleBatch.js';
 import { idempotentConsumer } from '../../src/outbox/inbox/idempotentConsumer.js';
 import { isConnectionError } from '../../src/postgres/connectionError.js';
 import type { PgDatabaseLike } from '../../src/postgres/PgDatabaseLike.js';
-import { type Deferred, deferred, until } from '../fixtures/deferred.js';
+import { type Deferred, deferred } from '../fixtures/deferred.js';
 import { countOf, rows } from '../harness.js';
 import { type DriverName, drivers, escaped, type Statement, useKillRig } from './killRig.js';
 
 /**
  * Where the consumer's transaction loses its backend: one of its statements (the inbox
- * rows' insert, the handler's order, the commit), or `idle`, between two statements while
- * the handler waits on something else (as `idle_in_transaction_session_timeout` or a
- * pooler would end it).
+ * rows' insert, the handler's order, the commit), or between two statements while the
+ * handler waits on something else (as `idle_in_transaction_session_timeout` or a pooler
+ * would end it): after its writes (`idle`) or before them (`idle, then writes`: the handler
+ * sends them on the transaction the driver has given up, which the consumer's `tx` refuses).
  */
-type KilledAt = Extract<Statement, 'inbox' | 'handler' | 'commit'> | 'idle';
+type KilledAt = Extract<Statement, 'inbox' | 'handler' | 'commit'> | 'idle' | 'idle, then writes';
+
+/** Where an idle handler waits: after its writes, or before them. */
+type Waits = 'after-write' | 'before-write' | undefined;
 
 const CASES: { call: 'handle' | 'handleBatch'; at: KilledAt }[] = [
   { call: 'handle', at: 'inbox' },
   { call: 'handle', at: 'handler' },
   { call: 'handle', at: 'commit' },
   { call: 'handle', at: 'idle' },
+  { call: 'handle', at: 'idle, then writes' },
   { call: 'handleBatch', at: 'inbox' },
   { call: 'handleBatch', at: 'handler' },
   { call: 'handleBatch', at: 'commit' },
   { call: 'handleBatch', at: 'idle' },
+  { call: 'handleBatch', at: 'idle, then writes' },
 ];
 
 describe.each(Object.keys(drivers) as DriverName[])(
@@ -52,17 +58,19 @@ describe.each(Object.keys(drivers) as DriverName[])(
      * Writes one order per event and, where asked to (`idle`), then waits on something else
      * (as a call to another service would) before it returns and the driver commits.
      */
-    async function handler(ids: string[], tx: PgDatabaseLike, waits: boolean) {
+    async function handler(ids: string[], tx: PgDatabaseLike, waits: Waits) {
       for (const id of ids) runs.set(id, (runs.get(id) ?? 0) + 1);
-      for (const id of ids) await tx.execute(sql`insert into loss_orders (tag) values (${id})`);
-      if (waits) {
+      const wait = async () => {
         const [row] = await rows<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`);
         idle.pid.resolve(Number(row?.pid));
         await idle.go.promise;
-      }
+      };
+      if (waits === 'before-write') await wait();
+      for (const id of ids) await tx.execute(sql`insert into loss_orders (tag) values (${id})`);
+      if (waits === 'after-write') await wait();
     }
     /** One delivery of `ids`: handle (one id) or handleBatch, as its settled value or error. */
-    function deliver(call: 'handle' | 'handleBatch', ids: string[], waits = false) {
+    function deliver(call: 'handle' | 'handleBatch', ids: string[], waits?: Waits) {
       const delivery: Promise<unknown> =
         call === 'handle'
           ? consumer().handle({ id: ids[0] ?? '' }, (tx) => handler(ids, tx, waits))
@@ -83,24 +91,8 @@ describe.each(Object.keys(drivers) as DriverName[])(
 
     /** Kills the backend of an idle handler, and lets the handler go once the driver knows. */
     async function killedIdle<T>(delivery: Promise<T>): Promise<T> {
-      const { observer } = rig();
       const pid = await idle.pid.promise;
-      await rig().kill(pid);
-      let settled = false;
-      void delivery.then(() => {
-        settled = true;
-      });
-      // postgres.js gives the transaction up when the socket closes (the delivery settles);
-      // node-postgres waits for the handler. Either way the backend is gone first.
-      await until(
-        async () =>
-          settled ||
-          (await countOf(
-            observer,
-            sql`select count(*)::int as n from pg_stat_activity where pid = ${pid}`,
-          )) === 0,
-        { what: 'the idle backend to be gone', timeoutMs: 60_000 },
-      );
+      await rig().killIdle(pid, delivery, driver);
       idle.go.resolve();
       return delivery;
     }
@@ -110,8 +102,8 @@ describe.each(Object.keys(drivers) as DriverName[])(
       async ({ call, at }) => {
         const ids = call === 'handle' ? [randomUUID()] : [randomUUID(), randomUUID(), randomUUID()];
         const failed =
-          at === 'idle'
-            ? await killedIdle(deliver(call, ids, true))
+          at === 'idle' || at === 'idle, then writes'
+            ? await killedIdle(deliver(call, ids, at === 'idle' ? 'after-write' : 'before-write'))
             : await rig().killAt(at, () => deliver(call, ids));
         expect(escaped).toEqual([]);
         if (call === 'handle') {

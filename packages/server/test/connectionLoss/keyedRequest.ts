@@ -21,8 +21,11 @@ export type Mode = 'lease' | 'transaction';
 export interface Order {
   tag: string;
   refuse?: boolean;
-  /** After writing, say which backend it runs on and wait to be let go (a slow call). */
-  idle?: boolean;
+  /**
+   * Say which backend it runs on and wait to be let go (a slow call to another service),
+   * after writing the order or before it.
+   */
+  idle?: 'after-write' | 'before-write';
 }
 
 /** How a request was answered: its status, or the error the Fetch handler threw on. */
@@ -47,12 +50,14 @@ export const LEASE_MS = 2_000;
  */
 async function placeOrder(order: Order, writer: PgDatabaseLike, handling: Handling) {
   handling.runs.set(order.tag, (handling.runs.get(order.tag) ?? 0) + 1);
-  await writer.execute(sql`insert into loss_orders (tag) values (${order.tag})`);
-  if (order.idle) {
+  const idle = async () => {
     const [row] = await rows<{ pid: number }>(writer, sql`select pg_backend_pid() as pid`);
     handling.idle.pid.resolve(Number(row?.pid));
     await handling.idle.go.promise;
-  }
+  };
+  if (order.idle === 'before-write') await idle();
+  await writer.execute(sql`insert into loss_orders (tag) values (${order.tag})`);
+  if (order.idle === 'after-write') await idle();
 }
 
 /**

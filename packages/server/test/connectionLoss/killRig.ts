@@ -110,6 +110,14 @@ export interface KillRig {
   killAt<T>(statement: Statement, request: () => Promise<T>): Promise<T>;
   /** Kills the backend `pid` (one the test found itself), and checks that it was killed. */
   kill(pid: number): Promise<void>;
+  /**
+   * Kills the backend `pid` of a transaction idle under a handler, and waits until the
+   * `driver` knows. postgres.js gives the transaction up when the socket closes, so the
+   * call's `answer` settles while the handler still waits: that is waited for (the backend
+   * being gone is not enough: the client may not have read the close yet). node-postgres
+   * waits for the handler: there the backend being gone is all there is to wait for.
+   */
+  killIdle(pid: number, answer: Promise<unknown>, driver: DriverName): Promise<void>;
   /** Orders written under `tag`. */
   ordersOf(tag: string): Promise<number>;
   /** The key's record: its status and what it stored, if it is there. */
@@ -175,6 +183,22 @@ function rigOn(url: string, observer: ReturnType<typeof connect>): KillRig {
     url,
     observer,
     kill,
+    async killIdle(pid, answer, driver) {
+      await kill(pid);
+      let settled = false;
+      void answer.then(() => {
+        settled = true;
+      });
+      const gone = async () =>
+        (await countOf(
+          observer,
+          sql`select count(*)::int as n from pg_stat_activity where pid = ${pid}`,
+        )) === 0;
+      await until(async () => (driver === 'postgres-js' ? settled : gone()), {
+        what: `the ${driver} client to know that backend ${pid} is gone`,
+        timeoutMs: 60_000,
+      });
+    },
     async killAt<T>(statement: Statement, request: () => Promise<T>): Promise<T> {
       const held = GATES[statement];
       await observer.execute(sql`select pg_advisory_lock(${held}::int8)`);
