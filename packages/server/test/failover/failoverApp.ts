@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
 import { z } from 'zod';
 import { idempotentHandler } from '../../src/fetch/index.js';
 import { defineEvents } from '../../src/outbox/defineEvents.js';
@@ -44,6 +46,25 @@ export type Mode = keyof typeof PATHS;
 /** The lease: long enough to outlast a failover, so a completion retried on the promoted node still holds it. */
 export const LEASE_MS = 10_000;
 
+/**
+ * A postgres.js pool on the cluster. Its reconnect backoff is bounded at half a second: by
+ * default postgres.js waits up to 20 s before a connection's next attempt, growing with
+ * every failed attempt of the whole pool, so after a failover of a second requests waited
+ * up to 20 s for a connection to a primary that was already there.
+ */
+function clusterClient(url: string, max: number) {
+  return drizzle(
+    postgres(url, {
+      max,
+      onnotice: () => {},
+      backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 0.5),
+    }),
+  );
+}
+
+/** A request slower than this is listed in the report. */
+const SLOW_MS = 5_000;
+
 export interface FailoverApp {
   /** The app's base URL. */
   url: string;
@@ -57,6 +78,12 @@ export interface FailoverApp {
   relayTrouble: Map<string, number>;
   /** The store errors requests were answered 500 for, by the error's code (SQLSTATE or driver's). */
   storeErrors: Map<string, number>;
+  /**
+   * Requests that took longer than {@link SLOW_MS} to answer, or have not been answered
+   * yet: the key, how long, and how far the handler got (`handler` when it started,
+   * `returned` when its response was ready for idem to store).
+   */
+  slowRequests(): { key: string; ms: number; answered: boolean; reached: string[] }[];
   relay: Relay;
   close(): Promise<void>;
 }
@@ -70,9 +97,13 @@ export interface FailoverApp {
  * the inbox.
  */
 export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp> {
-  const db = connect(databaseUrl, 10);
-  const relayDb = connect(databaseUrl, 4);
+  const db = clusterClient(databaseUrl, 10);
+  const relayDb = clusterClient(databaseUrl, 4);
   const runsStarted = new Map<string, number[]>();
+  /** When each run's response was ready, by key. */
+  const returned = new Map<string, number[]>();
+  const ready = (key: string) =>
+    returned.set(key, [...(returned.get(key) ?? []), performance.now()]);
   const storeErrors = new Map<string, number>();
   const onStoreError = (error: unknown) => {
     const code = codeOf(error);
@@ -96,6 +127,7 @@ export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp
         topic: 'order.placed',
         payload: { orderId, key: idempotency.key },
       });
+      ready(idempotency.key);
       return Response.json({ orderId, runId });
     },
   );
@@ -113,12 +145,34 @@ export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp
         );
         return charge?.id ?? 'none';
       });
+      ready(idempotency.key);
       return Response.json({ chargeId, runId: randomUUID() });
     },
   );
-  const server: FetchServer = await serveFetch((request) =>
-    new URL(request.url).pathname === PATHS.transaction ? orders(request) : charges(request),
-  );
+  const inFlight = new Set<{ key: string; since: number; answered: boolean }>();
+  const slow: { key: string; ms: number; answered: boolean; reached: string[] }[] = [];
+  const server: FetchServer = await serveFetch(async (request) => {
+    const call = {
+      key: request.headers.get('idempotency-key') ?? '',
+      since: performance.now(),
+      answered: false,
+    };
+    inFlight.add(call);
+    try {
+      return await (new URL(request.url).pathname === PATHS.transaction
+        ? orders(request)
+        : charges(request));
+    } finally {
+      inFlight.delete(call);
+      const ms = performance.now() - call.since;
+      if (ms > SLOW_MS)
+        slow.push({ key: call.key, ms: Math.round(ms), answered: true, reached: reached(call) });
+    }
+  });
+  const reached = (call: { key: string; since: number }) => [
+    ...(runsStarted.get(call.key) ?? []).filter((at) => at >= call.since).map(() => 'handler'),
+    ...(returned.get(call.key) ?? []).filter((at) => at >= call.since).map(() => 'returned'),
+  ];
 
   const deliveries = new Map<string, number>();
   let inboxDuplicates = 0;
@@ -162,6 +216,15 @@ export async function startFailoverApp(databaseUrl: string): Promise<FailoverApp
     inboxDuplicates: () => inboxDuplicates,
     relayTrouble,
     storeErrors,
+    slowRequests: () => [
+      ...slow,
+      ...[...inFlight].map((call) => ({
+        key: call.key,
+        ms: Math.round(performance.now() - call.since),
+        answered: false,
+        reached: reached(call),
+      })),
+    ],
     relay,
     async close() {
       await relay.stop();

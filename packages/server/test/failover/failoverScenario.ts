@@ -40,6 +40,8 @@ export interface FailoverReport {
   inboxDuplicates: number;
   /** Event ids with more than one fulfilment row (the inbox failed to deduplicate). */
   eventsConsumedTwice: number;
+  /** Requests the server took over 5 s to answer, or had not answered at the end, and how far their handler got. */
+  slowRequests: ReturnType<FailoverApp['slowRequests']>;
   /** Their fulfilment rows, to tell what happened. */
   consumedTwice: { id: string; event_id: string; order_id: string }[];
   /** Orders on the promoted server with no fulfilment. */
@@ -57,7 +59,7 @@ export async function cleanUp(cleanups: Cleanups): Promise<void> {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
 }
 
-/** `count` intents alternating between the modes; every 5th a double click, every 4th a lost reply. */
+/** `count` intents alternating between the modes; every 5th a double click, two in four a dropped reply. */
 export function intentsFor(count: number, prefix: string): KeyedIntent[] {
   return Array.from({ length: count }, (_, index) => ({
     key: `${prefix}-${index}`,
@@ -70,8 +72,8 @@ export function intentsFor(count: number, prefix: string): KeyedIntent[] {
 /**
  * Starts a primary and a standby, the app and its relay on the multi-host URL, and `keys`
  * intents through `concurrency` clients; once a third of them have been answered, kills the
- * primary and promotes the standby; then waits for every intent to settle and the outbox to
- * drain, asks every key once more, and reads what the promoted server holds.
+ * primary and promotes the standby; then waits for every intent to settle, asks every key
+ * once more, waits for the outbox to drain, and reads what the promoted server holds.
  */
 export async function runFailover(
   options: {
@@ -105,7 +107,7 @@ export async function runFailover(
     what: 'a third of the keys to be answered',
     timeoutMs: 60_000,
   });
-  const acknowledgedBeforeKill = new Map(ledger.acknowledged);
+  const acknowledgedBeforeKill = ledger.acknowledged.size;
   const killedAt = await cluster.killPrimary();
   const goneAt = performance.now();
   await cluster.promoteStandby();
@@ -131,7 +133,7 @@ export async function runFailover(
     replication: options.synchronous ? 'synchronous' : 'asynchronous',
     replicationDelayMs: options.replicationDelayMs ?? 0,
     keys: options.keys,
-    ...clientFacts(ledger, { killedAt, goneAt }, acknowledgedBeforeKill.size),
+    ...clientFacts(ledger, { killedAt, goneAt }, acknowledgedBeforeKill),
     killToPromotedMs: Math.round(killToPromotedMs),
     ...(await serverFacts(observer, app, ledger, intents)),
   };
@@ -218,6 +220,7 @@ async function serverFacts(
     ),
     relayTrouble: Object.fromEntries(app.relayTrouble),
     storeErrors: Object.fromEntries(app.storeErrors),
+    slowRequests: app.slowRequests(),
   };
 }
 
