@@ -117,3 +117,14 @@ export function isConnectionError(error: unknown): boolean {
     )
   );
 }
+
+/**
+ * Whether `error` (or one of its causes) is `25006` (read_only_sql_transaction): a write
+ * sent on a connection to a server that takes no writes, such as a standby a multi-host
+ * pool reached before it was promoted. The session is still open (this is no connection
+ * error: a transaction it ends is not parked on it), but a fenced write that met it may
+ * be sent again, on another connection or once the server is promoted.
+ */
+export function reachedReadOnlyServer(error: unknown): boolean {
+  return hasCode(error, '25006');
+}

@@ -10,7 +10,7 @@ import {
 } from '@idem/core/store';
 import { is } from 'drizzle-orm';
 import { PgTransaction } from 'drizzle-orm/pg-core';
-import { GrantedLeases, retryLostConnection } from './lostConnectionRetry.js';
+import { GrantedLeases, retryLostConnection, WritePastLeaseError } from './lostConnectionRetry.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
 import type { IdempotencyKeyRow } from './schema.js';
@@ -167,14 +167,22 @@ interface StoreStatements {
   leases: GrantedLeases | undefined;
 }
 
-/** A claim whose lease is noted, from when it was sent, for retries of its fenced writes. */
+/**
+ * A claim whose lease is noted, from when it was sent, for retries of its fenced writes,
+ * and that waits no longer than that lease (a pool waiting for a primary): one landing
+ * later leaves the key in progress, held by nobody, until a retry takes it over.
+ */
 async function grantingClaim(
   store: StoreStatements,
   leases: GrantedLeases,
   request: ClaimRequest,
 ): Promise<ClaimResult> {
   const sentAt = leases.now();
-  const result = await claim(store, request);
+  const result = await leases.within(
+    sentAt + request.leaseMs,
+    claim(store, request),
+    () => new WritePastLeaseError(request.scope, request.key, 'the claim'),
+  );
   if (result.status === 'claimed') leases.granted(result.record, sentAt, request.leaseMs);
   return result;
 }

@@ -1,9 +1,11 @@
 import { LeaseLostError } from '@idem/core';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { isConnectionError } from './connectionError.js';
 import {
   GrantedLeases,
   LOST_CONNECTION_PAUSES_MS,
   retryLostConnection,
+  WritePastLeaseError,
 } from './lostConnectionRetry.js';
 
 /** The error postgres.js gives a statement whose backend was terminated. */
@@ -11,6 +13,13 @@ const terminated = () =>
   Object.assign(new Error('terminating connection due to administrator command'), {
     code: '57P01',
   });
+/** The error of a write that reached a standby (not yet promoted): the session stays open. */
+const readOnly = () =>
+  Object.assign(new Error('cannot execute UPDATE in a read-only transaction'), {
+    code: '25006',
+  });
+/** A write whose statement never settles (a pool waiting for a primary that is not there). */
+const hanging = () => new Promise<never>(() => {});
 const token = () => ({ scope: 'provider:test', key: 'evt_1', version: 1, createdAt: 0 });
 
 /** Runs `retryLostConnection` over a write that fails with `errors` in turn, then succeeds. */
@@ -77,5 +86,92 @@ describe('retryLostConnection', () => {
       expect(outcome).toBe(error);
       expect(retries).toEqual([false]);
     }
+  });
+
+  it('sends a write that reached a read-only server (25006) again, which is no connection error', async () => {
+    const leases = new GrantedLeases(() => 0);
+    const leased = token();
+    leases.granted(leased, 0, 30_000);
+    const { outcome, retries } = await tries(leases, leased, [readOnly(), readOnly()]);
+    expect(outcome).toBe('stored');
+    expect(retries).toEqual([false, true, true]);
+    // A transaction that met it is still open: nothing parks it as a lost connection.
+    expect(isConnectionError(readOnly())).toBe(false);
+  });
+});
+
+describe('retryLostConnection: a write that does not settle within its lease', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** Leases on the fake clock, and a token granted 1 s from now. */
+  function leasedForOneSecond() {
+    vi.useFakeTimers({ now: 0 });
+    const leases = new GrantedLeases(() => Date.now());
+    const leased = token();
+    leases.granted(leased, 0, 1_000);
+    return { leases, leased };
+  }
+
+  it('ends with WritePastLeaseError when the lease ends, not before', async () => {
+    const { leases, leased } = leasedForOneSecond();
+    let settled: unknown = 'pending';
+    let tried = 0;
+    void retryLostConnection(leases, leased, () => {
+      tried++;
+      return hanging();
+    }).catch((error: unknown) => {
+      settled = error;
+    });
+    await vi.advanceTimersByTimeAsync(999);
+    expect(settled).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(settled).toBeInstanceOf(WritePastLeaseError);
+    expect(tried).toBe(1); // not sent again: it may still land
+  });
+
+  it('bounds the retry of a lost connection by the same lease', async () => {
+    const { leases, leased } = leasedForOneSecond();
+    let settled: unknown = 'pending';
+    const retries: boolean[] = [];
+    void retryLostConnection(leases, leased, (retry) => {
+      retries.push(retry);
+      return retry ? hanging() : Promise.reject(terminated());
+    }).catch((error: unknown) => {
+      settled = error;
+    });
+    await vi.advanceTimersByTimeAsync(999);
+    expect({ settled, retries }).toEqual({ settled: 'pending', retries: [false, true] });
+    await vi.advanceTimersByTimeAsync(1);
+    expect(settled).toBeInstanceOf(WritePastLeaseError);
+  });
+
+  it('arms one timer for all the pending writes, and none for a token it never saw', async () => {
+    const { leases, leased } = leasedForOneSecond();
+    const others = [token(), token()];
+    for (const other of others) leases.granted(other, 0, 2_000);
+    const baseline = vi.getTimerCount();
+    const writes = [leased, ...others].map((held) =>
+      retryLostConnection(leases, held, hanging).catch((error: unknown) => error),
+    );
+    expect(vi.getTimerCount()).toBe(baseline + 1);
+    void retryLostConnection(leases, token(), hanging);
+    expect(vi.getTimerCount()).toBe(baseline + 1);
+    await vi.advanceTimersByTimeAsync(2_000);
+    for (const outcome of await Promise.all(writes)) {
+      expect(outcome).toBeInstanceOf(WritePastLeaseError);
+    }
+  });
+
+  it('bounds any work by a deadline of its own (a claim, by the lease it asks for)', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const leases = new GrantedLeases(() => Date.now());
+    const late = new Error('the claim did not settle');
+    const claim = leases.within(500, hanging(), () => late).catch((error: unknown) => error);
+    const settles = leases.within(500, Promise.resolve('claimed'), () => late);
+    await expect(settles).resolves.toBe('claimed');
+    await vi.advanceTimersByTimeAsync(500);
+    await expect(claim).resolves.toBe(late);
   });
 });
