@@ -80,8 +80,10 @@ export interface FailoverApp {
   storeErrors: Map<string, number>;
   /**
    * Requests that took longer than {@link SLOW_MS} to answer, or have not been answered
-   * yet: the key, how long, and how far the handler got (`handler` when it started,
-   * `returned` when its response was ready for idem to store).
+   * yet: the key, how long, and the runs of that key since the request came in (`handler`
+   * when one started, `returned` when its response was ready for idem to store). Those may
+   * be another request's with the same key (a double click): a request whose claim never
+   * settled can show a run that was not its own.
    */
   slowRequests(): { key: string; ms: number; answered: boolean; reached: string[] }[];
   relay: Relay;
