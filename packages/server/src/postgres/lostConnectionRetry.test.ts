@@ -4,6 +4,7 @@ import { isConnectionError } from './connectionError.js';
 import {
   GrantedLeases,
   LOST_CONNECTION_PAUSES_MS,
+  MIN_WRITE_WAIT_MS,
   retryLostConnection,
   WritePastLeaseError,
 } from './lostConnectionRetry.js';
@@ -105,17 +106,17 @@ describe('retryLostConnection: a write that does not settle within its lease', (
     vi.useRealTimers();
   });
 
-  /** Leases on the fake clock, and a token granted 1 s from now. */
-  function leasedForOneSecond() {
+  /** Leases on the fake clock, and a token granted 10 s from now (more than the floor). */
+  function leasedForTenSeconds() {
     vi.useFakeTimers({ now: 0 });
     const leases = new GrantedLeases(() => Date.now());
     const leased = token();
-    leases.granted(leased, 0, 1_000);
+    leases.granted(leased, 0, 10_000);
     return { leases, leased };
   }
 
   it('ends with WritePastLeaseError when the lease ends, not before', async () => {
-    const { leases, leased } = leasedForOneSecond();
+    const { leases, leased } = leasedForTenSeconds();
     let settled: unknown = 'pending';
     let tried = 0;
     void retryLostConnection(leases, leased, () => {
@@ -124,7 +125,7 @@ describe('retryLostConnection: a write that does not settle within its lease', (
     }).catch((error: unknown) => {
       settled = error;
     });
-    await vi.advanceTimersByTimeAsync(999);
+    await vi.advanceTimersByTimeAsync(9_999);
     expect(settled).toBe('pending');
     await vi.advanceTimersByTimeAsync(1);
     expect(settled).toBeInstanceOf(WritePastLeaseError);
@@ -132,7 +133,7 @@ describe('retryLostConnection: a write that does not settle within its lease', (
   });
 
   it('bounds the retry of a lost connection by the same lease', async () => {
-    const { leases, leased } = leasedForOneSecond();
+    const { leases, leased } = leasedForTenSeconds();
     let settled: unknown = 'pending';
     const retries: boolean[] = [];
     void retryLostConnection(leases, leased, (retry) => {
@@ -141,16 +142,16 @@ describe('retryLostConnection: a write that does not settle within its lease', (
     }).catch((error: unknown) => {
       settled = error;
     });
-    await vi.advanceTimersByTimeAsync(999);
+    await vi.advanceTimersByTimeAsync(9_999);
     expect({ settled, retries }).toEqual({ settled: 'pending', retries: [false, true] });
     await vi.advanceTimersByTimeAsync(1);
     expect(settled).toBeInstanceOf(WritePastLeaseError);
   });
 
   it('arms one timer for all the pending writes, and none for a token it never saw', async () => {
-    const { leases, leased } = leasedForOneSecond();
+    const { leases, leased } = leasedForTenSeconds();
     const others = [token(), token()];
-    for (const other of others) leases.granted(other, 0, 2_000);
+    for (const other of others) leases.granted(other, 0, 20_000);
     const baseline = vi.getTimerCount();
     const writes = [leased, ...others].map((held) =>
       retryLostConnection(leases, held, hanging).catch((error: unknown) => error),
@@ -158,7 +159,7 @@ describe('retryLostConnection: a write that does not settle within its lease', (
     expect(vi.getTimerCount()).toBe(baseline + 1);
     void retryLostConnection(leases, token(), hanging);
     expect(vi.getTimerCount()).toBe(baseline + 1);
-    await vi.advanceTimersByTimeAsync(2_000);
+    await vi.advanceTimersByTimeAsync(20_000);
     for (const outcome of await Promise.all(writes)) {
       expect(outcome).toBeInstanceOf(WritePastLeaseError);
     }
@@ -168,10 +169,28 @@ describe('retryLostConnection: a write that does not settle within its lease', (
     vi.useFakeTimers({ now: 0 });
     const leases = new GrantedLeases(() => Date.now());
     const late = new Error('the claim did not settle');
-    const claim = leases.within(500, hanging(), () => late).catch((error: unknown) => error);
-    const settles = leases.within(500, Promise.resolve('claimed'), () => late);
+    const claim = leases.within(8_000, hanging(), () => late).catch((error: unknown) => error);
+    const settles = leases.within(8_000, Promise.resolve('claimed'), () => late);
     await expect(settles).resolves.toBe('claimed');
-    await vi.advanceTimersByTimeAsync(500);
+    await vi.advanceTimersByTimeAsync(8_000);
     await expect(claim).resolves.toBe(late);
+  });
+
+  it('gives a write MIN_WRITE_WAIT_MS even when its lease has already ended', async () => {
+    const { leases, leased } = leasedForTenSeconds();
+    await vi.advanceTimersByTimeAsync(12_000);
+    let settled: unknown = 'pending';
+    void retryLostConnection(leases, leased, hanging).catch((error: unknown) => {
+      settled = error;
+    });
+    await vi.advanceTimersByTimeAsync(MIN_WRITE_WAIT_MS - 1);
+    expect(settled).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(settled).toBeInstanceOf(WritePastLeaseError);
+    // A lapsed holder's write that settles hears the store's own answer.
+    const lapsed = retryLostConnection(leases, leased, () =>
+      Promise.reject(new Error('fenced out')),
+    );
+    await expect(lapsed).rejects.toThrow('fenced out');
   });
 });

@@ -32,6 +32,15 @@ export class WritePastLeaseError extends Error {
   }
 }
 
+/**
+ * The least time a bounded write (or claim) gets from when it is sent, even when its lease
+ * ends sooner or has already ended: the bound is there to stop waiting on a statement that
+ * never settles, not to decide the write's answer. A holder that resumes after its lease
+ * lapsed still sends its fenced write and hears what the store says (its completion, or
+ * `LeaseLostError` after a takeover), and a short lease on a loaded machine is not cut off.
+ */
+export const MIN_WRITE_WAIT_MS = 5_000;
+
 /** A write waiting on its deadline: when its lease ends, and how to fail it then. */
 interface Pending {
   endsAt: number;
@@ -90,12 +99,16 @@ export class GrantedLeases {
     return this.within(endsAt, write, () => new WritePastLeaseError(token.scope, token.key));
   }
 
-  /** `work`, unless the monotonic time `endsAt` comes first: then the error `late` makes. */
+  /**
+   * `work`, unless the monotonic time `endsAt` comes first (but never sooner than
+   * {@link MIN_WRITE_WAIT_MS} from now): then the error `late` makes.
+   */
   within<T>(endsAt: number, work: Promise<T>, late: () => Error): Promise<T> {
+    const deadline = Math.max(endsAt, this.#monotonicNow() + MIN_WRITE_WAIT_MS);
     return new Promise<T>((resolve, reject) => {
-      const pending: Pending = { endsAt, fail: () => reject(late()) };
+      const pending: Pending = { endsAt: deadline, fail: () => reject(late()) };
       this.#pending.add(pending);
-      this.#arm(endsAt);
+      this.#arm(deadline);
       work.then(resolve, reject).finally(() => this.#pending.delete(pending));
     });
   }
