@@ -12,6 +12,7 @@ import { drizzleStore } from '../src/postgres/drizzleStore.js';
 import { migrate } from '../src/postgres/migrate.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { until } from './fixtures/deferred.js';
+import { escapedErrors } from './fixtures/escapedErrors.js';
 import {
   connect,
   countOf,
@@ -32,9 +33,7 @@ const GATE = 727_313;
 const GATED = 'idem_gated';
 
 /** Errors that reached the process's last-resort handlers: none may (see the afterAll). */
-const escaped: string[] = [];
-const onUncaught = (error: unknown) => escaped.push(`uncaughtException: ${String(error)}`);
-const onUnhandled = (error: unknown) => escaped.push(`unhandledRejection: ${String(error)}`);
+const { escaped, watch, unwatch } = escapedErrors();
 
 /** The clients the holder may use: each driver's pool, and postgres-js on one connection. */
 const holders = [
@@ -108,8 +107,7 @@ describe('a completion whose connection is killed after the handler wrote', () =
   let observer: ReturnType<typeof connect>;
 
   beforeAll(async () => {
-    process.on('uncaughtException', onUncaught);
-    process.on('unhandledRejection', onUnhandled);
+    watch();
     scratch = await createScratchDatabase();
     observer = connect(scratch.url, 1);
     await migrate(observer);
@@ -135,8 +133,7 @@ describe('a completion whose connection is killed after the handler wrote', () =
       await scratch?.drop();
       expect(escaped).toEqual([]);
     } finally {
-      process.off('uncaughtException', onUncaught);
-      process.off('unhandledRejection', onUnhandled);
+      unwatch();
     }
   });
 

@@ -1,10 +1,10 @@
-import { createServer, type Server, type Socket } from 'node:net';
 import { TRPCError } from '@trpc/server';
 import { DrizzleQueryError, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isConnectionError } from '../src/postgres/connectionError.js';
+import { tcpServer } from './fixtures/tcpServer.js';
 import {
   connect,
   createScratchDatabase,
@@ -34,26 +34,6 @@ function codesOf(error: unknown): unknown[] {
     current = (current as { cause?: unknown }).cause;
   }
   return codes;
-}
-
-/** A TCP server on 127.0.0.1 that does `onSocket` with every connection; closed in `close`. */
-async function tcpServer(onSocket: (socket: Socket) => void) {
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    onSocket(socket);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `postgres://postgres@127.0.0.1:${port}/none`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /**

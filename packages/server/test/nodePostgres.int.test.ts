@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type Socket } from 'node:net';
 import { isConfigurationError } from '@idem/core';
 import { sql } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
@@ -9,6 +8,7 @@ import { idempotentHandler } from '../src/fetch/index.js';
 import { idempotentConsumer } from '../src/outbox/inbox/idempotentConsumer.js';
 import { isConnectionError } from '../src/postgres/connectionError.js';
 import { deferred, until } from './fixtures/deferred.js';
+import { tcpServer } from './fixtures/tcpServer.js';
 import { countKeys, countOf, oneRow, postgresUrl, rows, useDatabase } from './harness.js';
 
 const post = (key: string, body: unknown) =>
@@ -174,26 +174,6 @@ async function rejectionOf(promise: PromiseLike<unknown>): Promise<unknown> {
     return error;
   }
   throw new Error('expected the statement to fail');
-}
-
-/** A TCP server on 127.0.0.1 that does `onSocket` with every connection. */
-async function tcpServer(onSocket: (socket: Socket) => void) {
-  const sockets = new Set<Socket>();
-  const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-    onSocket(socket);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `postgres://postgres@127.0.0.1:${port}/none`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /** What the first statement through a one-connection pool on `url` fails with. */

@@ -12,6 +12,7 @@ import {
   idempotencyContext,
   idempotent,
 } from '../src/trpc/index.js';
+import { escapedErrors } from './fixtures/escapedErrors.js';
 import { CREATE_ORDERS, createTestApp, type TestApp } from './fixtures/testApp.js';
 import {
   connect,
@@ -38,9 +39,7 @@ const GATE = 727_271;
  * listener is the only one, and leaves it to these listeners otherwise: the tests assert
  * that they caught nothing.
  */
-const escaped: string[] = [];
-const onUncaught = (error: unknown) => escaped.push(`uncaughtException: ${String(error)}`);
-const onUnhandled = (error: unknown) => escaped.push(`unhandledRejection: ${String(error)}`);
+const { escaped, watch, unwatch } = escapedErrors();
 
 describe('transaction mode on postgres-js when a backend dies under a request', () => {
   let scratch: ScratchDatabase;
@@ -48,8 +47,7 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
   let observer: ReturnType<typeof connect>;
 
   beforeAll(async () => {
-    process.on('uncaughtException', onUncaught);
-    process.on('unhandledRejection', onUnhandled);
+    watch();
     scratch = await createScratchDatabase();
     observer = connect(scratch.url, 1);
     await migrate(observer);
@@ -75,8 +73,7 @@ describe('transaction mode on postgres-js when a backend dies under a request', 
       // Whatever a transaction left pending could still write once every test has ended.
       expect(escaped).toEqual([]);
     } finally {
-      process.off('uncaughtException', onUncaught);
-      process.off('unhandledRejection', onUnhandled);
+      unwatch();
     }
   });
 
