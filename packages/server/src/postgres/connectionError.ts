@@ -68,17 +68,27 @@ function someCode(error: unknown, test: (code: string) => boolean): boolean {
   return someError(error, ({ code }) => typeof code === 'string' && test(code));
 }
 
+/**
+ * `error` and the errors of its chain of causes, as far as they are objects, at most
+ * `MAX_CAUSE_DEPTH` of them (Drizzle wraps a driver's error once, in a `DrizzleQueryError`).
+ */
+export function* causeChain(
+  error: unknown,
+): Generator<{ code?: unknown; message?: unknown; cause?: unknown }> {
+  let current = error;
+  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
+    if (typeof current !== 'object' || current === null) return;
+    yield current;
+    current = (current as { cause?: unknown }).cause;
+  }
+}
+
 /** Whether `error` or an error in its chain of causes is one that `test` accepts. */
 function someError(
   error: unknown,
   test: (error: { code?: unknown; message?: unknown }) => boolean,
-) {
-  let current = error;
-  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
-    if (typeof current !== 'object' || current === null) return false;
-    if (test(current)) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
+): boolean {
+  for (const link of causeChain(error)) if (test(link)) return true;
   return false;
 }
 

@@ -1,13 +1,11 @@
 import { ConfigurationError, isIdempotencyError } from '@idem/core';
+import { causeChain } from './connectionError.js';
 
 /** Postgres `undefined_table`. */
 const UNDEFINED_TABLE = '42P01';
 
 /** The message Postgres (and PGlite) gives it for one of idem's tables, schema or not. */
 const IDEM_RELATION = /relation "(?:[^"]*\.)?idem_\w+" does not exist/;
-
-/** How far down a chain of causes to look; Drizzle wraps a driver's error once. */
-const MAX_CAUSE_DEPTH = 5;
 
 /**
  * Whether `error`, or an error in its chain of causes (Drizzle wraps the driver's error in
@@ -17,20 +15,12 @@ const MAX_CAUSE_DEPTH = 5;
  * already says what it is.
  */
 function isMissingIdemTable(error: unknown): boolean {
-  let current = error;
-  for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
-    if (typeof current !== 'object' || current === null || isIdempotencyError(current)) {
-      return false;
-    }
-    const { code, message, cause } = current as {
-      code?: unknown;
-      message?: unknown;
-      cause?: unknown;
-    };
+  for (const link of causeChain(error)) {
+    if (isIdempotencyError(link)) return false;
+    const { code, message } = link;
     if (code === UNDEFINED_TABLE && typeof message === 'string' && IDEM_RELATION.test(message)) {
       return true;
     }
-    current = cause;
   }
   return false;
 }
