@@ -145,6 +145,30 @@ describe('a completion whose connection is killed after the handler wrote', () =
   const holdGate = () => observer.execute(sql`select pg_advisory_lock(${GATE}::int8)`);
   const openGate = () => observer.execute(sql`select pg_advisory_unlock(${GATE}::int8)`);
   const waiterAtGate = (what: string) => untilGateWaiter(observer, GATE, what);
+  /**
+   * Claims a new key in `store` with a lease of `leaseMs`, shuts the gate and starts the
+   * completion with `value`, which waits at the gate: the claim and that completion.
+   */
+  async function completionAtGate(
+    store: ReturnType<typeof drizzleStore>,
+    leaseMs: number,
+    value: string,
+  ) {
+    const request = {
+      scope: 'provider:test',
+      key: randomUUID(),
+      fingerprint: 'f',
+      leaseMs,
+      ttlMs: 120_000,
+    };
+    const claimed = await store.claim(request);
+    expect(claimed.status).toBe('claimed');
+    if (claimed.status !== 'claimed') throw new Error('the key was not claimed');
+    await holdGate();
+    const completion = store.complete(claimed.record, { kind: 'success', value }, 120_000);
+    completion.catch(() => undefined);
+    return { request, completion };
+  }
   async function kill(pid: number) {
     const killed = await oneRow<{ ok: boolean }>(
       observer,
@@ -275,22 +299,7 @@ describe('a completion whose connection is killed after the handler wrote', () =
     try {
       const store = drizzleStore(holder.db);
       const other = drizzleStore(observer);
-      const request = {
-        scope: 'provider:test',
-        key: randomUUID(),
-        fingerprint: 'f',
-        leaseMs: 3_000,
-        ttlMs: 120_000,
-      };
-      const claimed = await store.claim(request);
-      expect(claimed.status).toBe('claimed');
-      await holdGate();
-      const completion = store.complete(
-        claimed.record,
-        { kind: 'success', value: 'zombie' },
-        120_000,
-      );
-      completion.catch(() => undefined);
+      const { request, completion } = await completionAtGate(store, 3_000, 'zombie');
       const first = await waiterAtGate('the completion to wait at the gate');
       await kill(first);
       // The retry, on another connection, waits at the gate too: the lease runs out meanwhile.
@@ -337,22 +346,7 @@ describe('a completion whose connection is killed after the handler wrote', () =
     const holder = openHolder(proxy.url, holders[0]);
     try {
       const store = drizzleStore(holder.db);
-      const request = {
-        scope: 'provider:test',
-        key: randomUUID(),
-        fingerprint: 'f',
-        leaseMs: 60_000,
-        ttlMs: 120_000,
-      };
-      const claimed = await store.claim(request);
-      expect(claimed.status).toBe('claimed');
-      await holdGate();
-      const completion = store.complete(
-        claimed.record,
-        { kind: 'success', value: 'paid' },
-        120_000,
-      );
-      completion.catch(() => undefined);
+      const { request, completion } = await completionAtGate(store, 60_000, 'paid');
       await waiterAtGate('the completion to wait at the gate');
       // Its reply is the next thing the server sends on that connection, once it committed.
       proxy.cutAtNextReply();
