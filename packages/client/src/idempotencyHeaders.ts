@@ -2,6 +2,7 @@ import { IDEMPOTENCY_KEY_BATCH_HEADER, IDEMPOTENCY_KEY_HEADER, validateKey } fro
 import { formatKeyHeader } from '@idem/core/store';
 import type { HTTPHeaders, Operation } from '@trpc/client';
 import { idempotencyKeyOf } from './idempotencyKeyOf.js';
+import { noteKeySent } from './keysOnWire.js';
 
 /**
  * What httpLink (`{ op }`) and httpBatchLink (`{ opList }`) pass to their `headers`
@@ -43,7 +44,9 @@ function headersFor(input: IdempotencyHeadersInput): Record<string, string> {
     input.opList.forEach((op, batchIndex) => {
       const key = idempotencyKeyOf(op);
       if (key === undefined || key === null) return;
-      keys[String(batchIndex)] = validateKey(key);
+      const valid = validateKey(key);
+      keys[String(batchIndex)] = valid;
+      noteKeySent(valid);
       any = true;
     });
     return any ? { [IDEMPOTENCY_KEY_BATCH_HEADER]: JSON.stringify(keys) } : {};
@@ -53,7 +56,9 @@ function headersFor(input: IdempotencyHeadersInput): Record<string, string> {
   // Validated again here (idempotencyLink already did) because a key typed straight into
   // the context skips that link, and a CR or LF in a header value could inject headers.
   // A key the bare form would garble (a comma reads as two fields) goes quoted.
-  return { [IDEMPOTENCY_KEY_HEADER]: formatKeyHeader(validateKey(key)) };
+  const valid = validateKey(key);
+  noteKeySent(valid);
+  return { [IDEMPOTENCY_KEY_HEADER]: formatKeyHeader(valid) };
 }
 
 /**

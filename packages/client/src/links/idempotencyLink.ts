@@ -4,6 +4,8 @@ import type { AnyRouter } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 import { createKey } from '../createKey.js';
 import { IDEMPOTENCY_KEY_CONTEXT_FIELD, idempotencyKeyOf } from '../idempotencyKeyOf.js';
+import { isDevelopment } from '../isDevelopment.js';
+import { keyNotSentWarning, watchKeyOnWire } from './watchKeyOnWire.js';
 
 declare module '@trpc/client' {
   interface OperationContext {
@@ -50,7 +52,28 @@ export interface IdempotencyLinkOptions {
 export function idempotencyLink<TRouter extends AnyRouter = AnyRouter>(
   options: IdempotencyLinkOptions = {},
 ): TRPCLink<TRouter> {
+  return keyingLinkNamed('idempotencyLink', options);
+}
+
+/**
+ * `idempotencyLink`, whose warnings name `linkName`: the factory the app called
+ * (`retryingIdempotencyLink` builds its keys with this).
+ *
+ * In development it also checks that each key reached the wire: when a keyed mutation's
+ * answer came over HTTP but `idempotencyHeaders` never wrote its key into a request (the
+ * terminating link was not given `headers: idempotencyHeaders`), it warns once per link.
+ */
+export function keyingLinkNamed<TRouter extends AnyRouter = AnyRouter>(
+  linkName: string,
+  options: IdempotencyLinkOptions,
+): TRPCLink<TRouter> {
   const { keyFor } = options;
+  let warnedNotSent = false;
+  const warn = (path: string) => {
+    if (warnedNotSent) return;
+    warnedNotSent = true;
+    console.warn(keyNotSentWarning(linkName, path));
+  };
   return () =>
     ({ op, next }) => {
       if (op.type !== 'mutation') return next(op);
@@ -66,7 +89,11 @@ export function idempotencyLink<TRouter extends AnyRouter = AnyRouter>(
       // A new context object: the caller's may be shared between calls (TanStack Query
       // reuses the `trpc.context` of a mutation's options), and writing the key into it
       // would hand the next, different call the same key.
-      return next({ ...op, context: { ...op.context, [IDEMPOTENCY_KEY_CONTEXT_FIELD]: key } });
+      const result$ = next({
+        ...op,
+        context: { ...op.context, [IDEMPOTENCY_KEY_CONTEXT_FIELD]: key },
+      });
+      return warnedNotSent || !isDevelopment() ? result$ : watchKeyOnWire(result$, op, key, warn);
     };
 }
 

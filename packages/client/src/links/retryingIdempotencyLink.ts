@@ -1,6 +1,6 @@
 import type { TRPCLink } from '@trpc/client';
 import type { AnyRouter } from '@trpc/server';
-import { type IdempotencyLinkOptions, idempotencyLink } from './idempotencyLink.js';
+import { type IdempotencyLinkOptions, keyingLinkNamed } from './idempotencyLink.js';
 import type { KeyedRetryLinkOptions } from './KeyedRetryLinkOptions.js';
 import { retryLinkNamed } from './keyedRetryLink.js';
 
@@ -33,7 +33,10 @@ export function retryingIdempotencyLink<TRouter extends AnyRouter = AnyRouter>(
   options: RetryingIdempotencyLinkOptions<TRouter> = {},
 ): TRPCLink<TRouter> {
   const { keyFor, ...retryOptions } = options;
-  const keying = idempotencyLink<TRouter>(keyFor === undefined ? {} : { keyFor });
+  const keying = keyingLinkNamed<TRouter>(
+    'retryingIdempotencyLink',
+    keyFor === undefined ? {} : { keyFor },
+  );
   // Made once here, not per client, so the link's retry budget is shared by every client
   // built with this link, as with keyedRetryLink().
   const retrying = retryLinkNamed<TRouter>('retryingIdempotencyLink', retryOptions);
