@@ -20,7 +20,9 @@ import { growth } from './scenarios/growth.js';
 import { httpOverhead } from './scenarios/httpOverhead.js';
 import { memory } from './scenarios/memory.js';
 import { outbox } from './scenarios/outbox.js';
+import { pgEngine } from './scenarios/pgEngine.js';
 import type { RunContext } from './scenarios/RunContext.js';
+import { redisPeers } from './scenarios/redisPeers.js';
 import { redisStore } from './scenarios/redisStore.js';
 import { roundTrips } from './scenarios/roundTrips.js';
 import { serverCpu } from './scenarios/serverCpu.js';
@@ -33,7 +35,9 @@ const SCENARIOS = [
   'storm',
   'store',
   'redis',
+  'redis-peers',
   'engine',
+  'pgengine',
   'cpu',
   'outbox',
   'growth',
@@ -120,7 +124,9 @@ runMain(async () => {
   }
   await run('store', () => storeVsFloor(context));
   await run('redis', () => redisStore(context));
+  await run('redis-peers', () => redisPeers(context));
   await run('engine', () => engineVsFloor(context));
+  await run('pgengine', () => pgEngine(context));
   await run('cpu', () => serverCpu(context));
   await run('outbox', () => outbox(context));
   await run('growth', () => growth(context));

@@ -1,0 +1,162 @@
+/**
+ * `tsx src/tools/pgEngineParts.ts [keys] [rounds] [concurrency]`: where the engine on
+ * Postgres spends what its floor does not. Interleaved rounds of: the engine
+ * (`createIdempotency` + `drizzleStore`), `drizzleStore` alone (claim + complete; a replay
+ * is a claim), the store's own SQL sent raw through postgres-js (`rawcte`: what Drizzle and
+ * the store's code add), and the bare floor, each printed with keys/s and this process's
+ * CPU per key (less sensitive to the machine's load than the rates). `PARTS=engine,floor`
+ * picks sides; `DUMP=1` prints the store's SQL.
+ */
+import { randomUUID } from 'node:crypto';
+import { createIdempotency } from '@idem/core';
+import { leaseTokenOf } from '@idem/core/store';
+import { drizzleStore, migrate } from '@idem/server/postgres';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { onCleanup, runMain } from '../lib/cleanup.js';
+import { quiet } from '../lib/config.js';
+import { createScratchDatabase } from '../lib/scratchDatabase.js';
+
+const SCOPE = 'tenant:bench/parts';
+const INPUT = { path: 'orders.create', input: { sku: 'tea', quantity: 1, ref: 'parts' } };
+const RESULT = { orderId: 1, sku: 'tea', quantity: 1 };
+const FP = 'f'.repeat(64);
+
+type Op = (key: string) => Promise<void>;
+
+runMain(async () => {
+  const keys = Number(process.argv[2] ?? 2_000);
+  const rounds = Number(process.argv[3] ?? 3);
+  const concurrency = Number(process.argv[4] ?? 16);
+  const scratch = await createScratchDatabase('idem_parts');
+  const client = postgres(scratch.url, { ...quiet, max: concurrency });
+  onCleanup('close', () => client.end({ timeout: 2 }));
+  await migrate(drizzle(client));
+  const store = drizzleStore(drizzle(client));
+  const captured: { text: string; params: unknown[] }[] = [];
+  const capturing = drizzleStore(
+    drizzle(client, {
+      logger: { logQuery: (text, params) => captured.push({ text, params: [...params] }) },
+    }),
+  );
+  const probe = await capturing.claim({
+    scope: SCOPE,
+    key: 'probe',
+    fingerprint: FP,
+    leaseMs: 30_000,
+    ttlMs: 86_400_000,
+  });
+  if (probe.status !== 'claimed') throw new Error('probe');
+  await capturing.complete(
+    leaseTokenOf(probe.record),
+    { kind: 'success', value: RESULT },
+    86_400_000,
+  );
+  const [claimSql, completeSql] = captured as [(typeof captured)[0], (typeof captured)[0]];
+  if (process.env.DUMP) console.log(JSON.stringify(captured, null, 1));
+  const createdAtAt = completeSql.params.indexOf(new Date(probe.record.createdAt).toISOString());
+  const swap = (params: unknown[], from: unknown, to: unknown) =>
+    params.map((param) => (param === from ? to : param));
+  const engine = createIdempotency({ store });
+  const handler = async () => RESULT;
+  const sides: Record<string, { first: Op; replay: Op }> = {
+    engine: {
+      first: async (key) => {
+        await engine.execute({ scope: SCOPE, key, input: INPUT }, handler);
+      },
+      replay: async (key) => {
+        await engine.execute({ scope: SCOPE, key, input: INPUT }, handler);
+      },
+    },
+    store: {
+      first: async (key) => {
+        const claim = await store.claim({
+          scope: SCOPE,
+          key,
+          fingerprint: FP,
+          leaseMs: 30_000,
+          ttlMs: 86_400_000,
+        });
+        if (claim.status !== 'claimed') throw new Error(claim.status);
+        await store.complete(
+          leaseTokenOf(claim.record),
+          { kind: 'success', value: RESULT },
+          86_400_000,
+        );
+      },
+      replay: async (key) => {
+        const claim = await store.claim({
+          scope: SCOPE,
+          key,
+          fingerprint: FP,
+          leaseMs: 30_000,
+          ttlMs: 86_400_000,
+        });
+        if (claim.status !== 'replay') throw new Error(claim.status);
+      },
+    },
+    rawcte: {
+      first: async (key) => {
+        const [row] = await client.unsafe(
+          claimSql.text,
+          swap(claimSql.params, 'probe', key) as never[],
+          { prepare: true },
+        );
+        if (!row) throw new Error('no row');
+        const params = swap(completeSql.params, 'probe', key);
+        params[createdAtAt] = new Date(Number(row.now_ms)).toISOString();
+        const done = await client.unsafe(completeSql.text, params as never[], { prepare: true });
+        if (done.length !== 1) throw new Error(`complete ${JSON.stringify(params)}`);
+      },
+      replay: async (key) => {
+        await client.unsafe(claimSql.text, swap(claimSql.params, 'probe', key) as never[], {
+          prepare: true,
+        });
+      },
+    },
+    floor: {
+      first: async (key) => {
+        const [c] = await client`insert into idem_keys (scope, key, fingerprint, status,
+          version, locked_until, attempts, steps, created_at, expires_at)
+        values (${SCOPE}, ${key}, ${FP}, 'in_progress', 1,
+          now() + interval '30 seconds', 1, '{}', now(), now() + interval '1 day')
+        on conflict do nothing returning version, created_at`;
+        if (!c) throw new Error('exists');
+        await client`update idem_keys set status = 'completed',
+          outcome = ${JSON.stringify({ kind: 'success', value: RESULT })}::json,
+          completed_at = now(), locked_until = null
+        where scope = ${SCOPE} and key = ${key} and version = ${c.version}
+          and created_at = ${c.created_at} and status = 'in_progress' returning version`;
+      },
+      replay: async (key) => {
+        await client`select fingerprint, status, outcome from idem_keys
+        where scope = ${SCOPE} and key = ${key}`;
+      },
+    },
+  };
+  const only = (process.env.PARTS ?? Object.keys(sides).join(',')).split(',');
+  const run = async (phase: 'first' | 'replay', op: Op, ids: string[]) => {
+    let next = 0;
+    const cpu = process.cpuUsage();
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < ids.length) await op(ids[next++] as string);
+      }),
+    );
+    const ms = performance.now() - started;
+    const used = process.cpuUsage(cpu);
+    return `${phase} ${((ids.length / ms) * 1000).toFixed(0).padStart(6)}/s ${(((used.user + used.system) / ids.length) | 0).toString().padStart(4)} µs CPU`;
+  };
+  for (let round = -1; round < rounds; round++) {
+    for (const name of only) {
+      const side = sides[name];
+      if (!side) continue;
+      const ids = Array.from({ length: keys }, () => randomUUID());
+      const first = await run('first', side.first, ids);
+      const replay = await run('replay', side.replay, ids);
+      console.log(`${round < 0 ? 'warm' : `r${round}`}  ${name.padEnd(7)} ${first}  ${replay}`);
+    }
+  }
+  return 0;
+});
