@@ -57,6 +57,13 @@ describe('package entries', () => {
     expect([...packages].filter((name) => name.startsWith('@trpc/'))).toEqual([]);
   });
 
+  it('@idem/server/next imports neither Next.js, React nor tRPC, so any Next.js version (or none, in tests) can load it', () => {
+    const { packages } = importGraph('./next');
+    expect(
+      [...packages].filter((name) => /^(next|react|react-dom|@trpc\/.*)(\/|$)/.test(name)),
+    ).toEqual([]);
+  });
+
   it('the main entry holds the tRPC middleware, and neither the outbox nor the Postgres base', async () => {
     const main = await import('../src/index.js');
     const outbox = await import('../src/outbox/index.js');
