@@ -8,6 +8,7 @@ type Mode =
   | 'plain'
   | 'plainTx'
   | 'leaseFloor'
+  | 'txFloor'
   | 'lease'
   | 'transaction'
   | 'replayLease'
@@ -17,6 +18,7 @@ const LABELS: Record<Mode, string> = {
   plain: 'plain (no idem)',
   plainTx: 'plainTx (no idem, in a transaction)',
   leaseFloor: "lease mode's floor: plain + claim + completion, raw SQL",
+  txFloor: "transaction mode's floor: read, then claim + INSERT + completion in a tx, raw SQL",
   lease: 'lease mode',
   transaction: 'transaction mode',
   replayLease: 'replay (lease)',
@@ -32,20 +34,25 @@ const TARGETS: Partial<Record<Mode, { ratio: number; against: 'plain' | 'plainTx
   replayTransaction: { ratio: 1.0, against: 'plain' },
 };
 
+/** Lease and transaction mode against their floors. */
+const FLOOR_TARGET = 0.9;
+
 /** The same body for every request: a replay must carry the payload of the original. */
 const BODY = JSON.stringify({ json: { sku: 'tea', quantity: 1, ref: 'http' } });
 
 /**
  * HTTP overhead: the same one-INSERT tRPC mutation over real HTTP, plain (autocommit) vs
- * plainTx (in a transaction) vs lease mode's floor vs lease vs transaction vs replays of
- * completed keys, driven by autocannon at a fixed concurrency. The floor sends the two
- * statements lease mode cannot do without (a claim and a completion of the key) as raw
+ * plainTx (in a transaction) vs the two floors vs lease vs transaction vs replays of
+ * completed keys, driven by autocannon at a fixed concurrency. Lease mode's floor sends the
+ * two statements lease mode cannot do without (a claim and a completion of the key) as raw
  * prepared SQL around the same INSERT, with no idem code: what any design that claims and
- * completes each request with its own statements costs. Rounds are interleaved (plain,
+ * completes each request with its own statements costs. Transaction mode's floor reads the
+ * key first, then claims it, runs the same INSERT and completes it in one transaction, its
+ * statements raw prepared SQL on the transaction's connection. Rounds are interleaved (plain,
  * plainTx, floor, lease, transaction, replays, then again) so a change in the machine's load
  * hits every variant alike; each ratio is the median of the per-round ratios to its
- * baseline (transaction mode to plainTx, everything else to plain; lease mode's note, to
- * its floor).
+ * baseline (transaction mode and its floor to plainTx, everything else to plain), and each
+ * mode is judged against its floor too.
  */
 export async function httpOverhead(context: RunContext, serverUrl: string): Promise<void> {
   const { quick, sql } = context;
@@ -59,6 +66,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
     plain: [],
     plainTx: [],
     leaseFloor: [],
+    txFloor: [],
     lease: [],
     transaction: [],
     replayLease: [],
@@ -87,6 +95,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
     await load('/plain', 3, () => undefined);
     await load('/plainTx', 3, () => undefined);
     await load('/leaseFloor', 3, (index) => `${runId}-warm-F-${index}`);
+    await load('/txFloor', 3, (index) => `${runId}-warm-X-${index}`);
     await load('/lease', 3, (index) => `${runId}-warm-L-${index}`);
     await load('/transaction', 3, (index) => `${runId}-warm-T-${index}`);
   }
@@ -110,6 +119,13 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
     );
     check('leaseFloor', floor);
     results.leaseFloor.push(floor);
+    const txFloor = await load(
+      '/txFloor',
+      durationSeconds,
+      (index) => `${runId}-X${round}-${index}`,
+    );
+    check('txFloor', txFloor);
+    results.txFloor.push(txFloor);
 
     for (const [mode, replayMode, path, tag] of [
       ['lease', 'replayLease', '/lease', 'L'],
@@ -160,7 +176,7 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
   for (const mode of Object.keys(LABELS) as Mode[]) {
     const runs = results[mode];
     const target = TARGETS[mode];
-    const baseline = results[target?.against ?? 'plain'];
+    const baseline = results[target?.against ?? (mode === 'txFloor' ? 'plainTx' : 'plain')];
     const ratio = ratioTo(runs, baseline);
     context.report({
       scenario: `HTTP overhead (${connections} conn)`,
@@ -171,15 +187,36 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
       ratio: formatRatio(ratio),
       ...(mode === 'plainTx' && { note: 'ratio to plain' }),
       ...(mode === 'leaseFloor' && { note: 'ratio to plain; no idem code' }),
-      ...(mode === 'lease' && {
-        note: `${formatRatio(ratioTo(runs, results.leaseFloor))} of its floor`,
-      }),
+      ...(mode === 'txFloor' && { note: 'ratio to plainTx; no idem code' }),
       ...(target === undefined
         ? {}
         : {
             target: `≥ ${target.ratio.toFixed(2)}× ${target.against}`,
             verdict: judged(context, verdictAtLeast(ratio, target.ratio)),
           }),
+    });
+  }
+  // Each mode against its floor: the same request with only the statements it cannot do
+  // without, as raw SQL.
+  for (const [mode, floor] of [
+    ['lease', 'leaseFloor'],
+    ['transaction', 'txFloor'],
+  ] as const) {
+    const ratio = ratioTo(results[mode], results[floor]);
+    context.report({
+      scenario: `HTTP overhead (${connections} conn)`,
+      variant: `${LABELS[mode]} vs its floor`,
+      result: formatRate(median(results[mode].map((result) => result.requestsPerSecond)), 'req/s'),
+      ratio: formatRatio(ratio),
+      target: `≥ ${FLOOR_TARGET.toFixed(2)}× floor`,
+      verdict: judged(context, verdictAtLeast(ratio, FLOOR_TARGET)),
+      note: `rounds ${perRound(
+        results[mode],
+        results[floor],
+        (result, base) => result.requestsPerSecond / base.requestsPerSecond,
+      )
+        .map(formatRatio)
+        .join(', ')}`,
     });
   }
 }
