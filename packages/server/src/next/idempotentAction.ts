@@ -145,7 +145,8 @@ async function perform(action: Action, args: unknown[]): Promise<unknown> {
   if (result.ok) {
     const outcome = result.value as Outcome;
     if ('value' in outcome) return outcome.value;
-    throw result.replayed ? controlError(outcome.control) : thrown;
+    // The first run throws Next.js's own error; a replay, one rebuilt from its digest.
+    throw result.replayed || thrown === undefined ? controlError(outcome.control) : thrown;
   }
   // idem's refusal of this call (not a stored error replayed, which is the handler's).
   if (!result.replayed) {
