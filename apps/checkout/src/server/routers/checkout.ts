@@ -18,8 +18,8 @@ import {
 import { crashableStore } from '../crashAfterCharge';
 import type { AppDatabase } from '../db/openDatabase';
 import { type OrderLine, orders, products } from '../db/schema';
-import { orderEvents, REDELIVER_HEADER } from '../events/orderEvents';
 import { isCardDeclinedError } from '../payments/fakePaymentProvider';
+import { checkoutCallKey, placeOrder } from '../placeOrder';
 import { getRuntime } from '../runtime';
 import { publicProcedure, router } from '../trpc';
 
@@ -162,7 +162,7 @@ export const checkoutRouter = router({
       const charge = await idempotency.step('charge', async () => {
         try {
           return await runtime.provider.charge({
-            idempotencyKey: idempotency.deriveKey('charge'),
+            idempotencyKey: checkoutCallKey(checkout.id, 'charge'),
             checkoutKey: idempotency.key,
             amountCents: totalCents,
             cardNumber,
@@ -183,7 +183,7 @@ export const checkoutRouter = router({
       // transaction.
       const order = await idempotency.step('order', () =>
         placeOrder(runtime.db, {
-          idempotencyKey: idempotency.deriveKey('order'),
+          idempotencyKey: checkoutCallKey(checkout.id, 'order'),
           checkoutKey: idempotency.key,
           sessionId: ctx.sessionId,
           chargeId: charge.chargeId,
@@ -266,61 +266,5 @@ async function priceCart(db: AppDatabase, items: z.infer<typeof cartItems>): Pro
       quantity: item.quantity,
       priceCents: product.priceCents,
     };
-  });
-}
-
-interface NewOrder {
-  idempotencyKey: string;
-  checkoutKey: string;
-  sessionId: string;
-  chargeId: string;
-  email: string;
-  totalCents: number;
-  lines: OrderLine[];
-  redeliverEvent: boolean;
-}
-
-/**
- * Writes the order and enqueues `order.paid` in ONE transaction, so the event exists
- * exactly when the order does. Only `tx` inside: PGlite has a single connection.
- */
-async function placeOrder(db: AppDatabase, order: NewOrder): Promise<{ orderId: string }> {
-  return db.transaction(async (tx) => {
-    const [inserted] = await tx
-      .insert(orders)
-      .values({
-        id: crypto.randomUUID(),
-        idempotencyKey: order.idempotencyKey,
-        checkoutKey: order.checkoutKey,
-        sessionId: order.sessionId,
-        chargeId: order.chargeId,
-        email: order.email,
-        totalCents: order.totalCents,
-        lines: order.lines,
-      })
-      .onConflictDoNothing({ target: orders.idempotencyKey })
-      .returning({ id: orders.id });
-    if (!inserted) {
-      // Written by an attempt that died before saving its recovery point.
-      const [existing] = await tx
-        .select({ id: orders.id })
-        .from(orders)
-        .where(eq(orders.idempotencyKey, order.idempotencyKey));
-      if (!existing) throw new Error(`order ${order.idempotencyKey}: neither inserted nor found`);
-      return { orderId: existing.id };
-    }
-    await markCheckout(tx, order.checkoutKey, { status: 'paid', orderId: inserted.id });
-    await orderEvents.enqueue(tx, {
-      topic: 'order.paid',
-      aggregateKey: inserted.id,
-      payload: {
-        orderId: inserted.id,
-        checkoutKey: order.checkoutKey,
-        email: order.email,
-        totalCents: order.totalCents,
-      },
-      headers: order.redeliverEvent ? { [REDELIVER_HEADER]: '1' } : {},
-    });
-    return { orderId: inserted.id };
   });
 }
