@@ -25,6 +25,12 @@ export function CheckoutPanel() {
             checkoutId={checkout?.id ?? null}
           />
           <CheckoutForm checkout={checkout} switchTo={switchTo} />
+          {checkout && (
+            <p className="hint" data-testid="plain-checkout-link">
+              <a href={`/checkout/plain?checkout=${checkout.id}`}>Pay without JavaScript</a>: the
+              same checkout as a plain HTML form.
+            </p>
+          )}
         </div>
         <ChaosControls />
       </div>
