@@ -47,7 +47,9 @@ export interface IdempotencyLinkOptions {
  *
  * An invalid key (empty, too long, or with characters outside printable ASCII) fails the
  * call before anything is sent, with a `TRPCClientError` whose `cause` is core's
- * `InvalidKeyError`.
+ * `InvalidKeyError`. In development it warns once when a mutation's answer came over HTTP
+ * but its key was never written into the request: give the terminating link
+ * `headers: idempotencyHeaders`.
  */
 export function idempotencyLink<TRouter extends AnyRouter = AnyRouter>(
   options: IdempotencyLinkOptions = {},

@@ -16,7 +16,8 @@ export interface RetryingIdempotencyLinkOptions<TRouter extends AnyRouter = AnyR
  * repeats it). Queries are retried too, without a key; subscriptions pass through.
  *
  * Put it before the terminating link, and give that link `headers: idempotencyHeaders`
- * so the key goes on the wire:
+ * so the key goes on the wire (in development, a mutation whose answer came over HTTP
+ * without its key in the request prints one warning saying so):
  *
  * @example
  * createTRPCClient<AppRouter>({
