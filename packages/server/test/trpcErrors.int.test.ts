@@ -123,7 +123,7 @@ for (const backend of backends) {
       const key = randomUUID();
       const missing = await mutate(app().url, 'echo', { tag });
       expect(missing.error?.data.idempotency?.type).toBe(
-        'https://www.npmjs.com/package/@idem/server#invalid_key',
+        'https://idem-js.github.io/idem/guide/errors#invalid_key',
       );
       await mutate(app().url, 'echo', { tag }, keyed(key));
       const mismatch = await mutate(app().url, 'echo', { tag, payload: 1 }, keyed(key));
@@ -148,7 +148,7 @@ for (const backend of backends) {
       await first;
       expect(busy.status).toBe(409);
       expect(busy.error?.data.idempotency?.type).toBe(
-        'https://www.npmjs.com/package/@idem/server#request_in_progress',
+        'https://idem-js.github.io/idem/guide/errors#request_in_progress',
       );
     });
   });

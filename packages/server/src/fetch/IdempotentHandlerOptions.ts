@@ -78,7 +78,7 @@ export interface IdempotentHandlerOptions<TRequired extends boolean = true>
   /**
    * The page documenting idem's error codes: each problem's `type` is this URL with
    * `#<code in lower case>` appended.
-   * @default DEFAULT_ERROR_DOCS_URL of @idem/server (https://www.npmjs.com/package/@idem/server)
+   * @default DEFAULT_ERROR_DOCS_URL of @idem/server (https://idem-js.github.io/idem/guide/errors)
    */
   docsUrl?: string;
 }

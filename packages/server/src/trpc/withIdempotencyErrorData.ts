@@ -32,7 +32,7 @@ export interface IdempotencyErrorDataOptions {
    * The page that documents idem's error codes; `data.idempotency.type` is this URL with
    * `#<code in lower case>` appended. Point it at your own API documentation if you
    * document the codes there.
-   * @default DEFAULT_ERROR_DOCS_URL ('https://www.npmjs.com/package/@idem/server')
+   * @default DEFAULT_ERROR_DOCS_URL ('https://idem-js.github.io/idem/guide/errors')
    */
   docsUrl?: string;
 }
