@@ -86,7 +86,7 @@ function build() {
   if (result.status !== 0) throw new Error('building the checkout app failed (see above)');
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);
@@ -101,7 +101,7 @@ function freePort(): Promise<number> {
   });
 }
 
-async function waitUntilReady(baseUrl: string, server: ChildProcess) {
+export async function waitUntilReady(baseUrl: string, server: ChildProcess) {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let exited = false;
   server.once('exit', () => {
@@ -123,7 +123,7 @@ async function waitUntilReady(baseUrl: string, server: ChildProcess) {
 }
 
 /** SIGTERM to the server's process group, SIGKILL if it is still there after 10 s. */
-async function stop(server: ChildProcess) {
+export async function stop(server: ChildProcess) {
   const { pid } = server;
   if (server.exitCode !== null || pid === undefined) return;
   const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
