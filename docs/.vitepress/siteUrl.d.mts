@@ -1,0 +1,2 @@
+/** Where the documentation site is published; ends in `/`. */
+export declare const siteUrl: string;
