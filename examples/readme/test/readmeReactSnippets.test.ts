@@ -13,18 +13,18 @@ import { act, type ComponentType, createElement } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { readmeBlocks } from './readmeBlocks.js';
+import { blocksIn, docsPages, readmes } from './readmeBlocks.js';
 
 declare global {
   var IS_REACT_ACT_ENVIRONMENT: boolean | undefined;
 }
 
 /**
- * The React snippets of the READMEs (```tsx blocks), rendered and clicked: each one's
- * component runs against a real tRPC server with `idempotent()` (over the Fetch adapter,
- * in process) through `retryingIdempotencyLink`, as an app would wire it. The blocks are
- * written out beside a `./trpc` module, the app's `createTRPCContext<AppRouter>()`, which
- * is what every one of them imports.
+ * The React snippets of the READMEs and the docs pages (```tsx blocks), rendered and
+ * clicked: each one's component runs against a real tRPC server with `idempotent()` (over
+ * the Fetch adapter, in process) through `retryingIdempotencyLink`, as an app would wire
+ * it. The blocks are written out beside a `./trpc` module, the app's
+ * `createTRPCContext<AppRouter>()`, which is what every one of them imports.
  */
 // Node's path helpers: happy-dom replaces the global URL with its own.
 const here = dirname(fileURLToPath(import.meta.url));
@@ -37,15 +37,21 @@ import type { AppRouter } from '../test/readmeReactSnippets.test.js';
 export const { TRPCProvider, useTRPC } = createTRPCContext<AppRouter>();
 `;
 
-/** Every ```tsx block, with the name of the component it exports. */
-const blocks = readmeBlocks(root, 'tsx').map((block) => {
-  const component = /export function (\w+)/.exec(block.code)?.[1];
-  if (!component)
-    throw new Error(`${block.readme}:${block.line}: a tsx block exports no component`);
-  return { ...block, component };
-});
+/**
+ * Every ```tsx block of the READMEs and the docs pages that is a tRPC component (it imports
+ * the app's `./trpc` module), with the name of the component it exports. The others (a
+ * Server Component's form) are type-checked only, by the snippet suites.
+ */
+const blocks = blocksIn(root, [...readmes(root), ...docsPages(root)], 'tsx')
+  .filter((block) => /from '\.\/trpc(\.js)?'/.test(block.code))
+  .map((block) => {
+    const component = /export function (\w+)/.exec(block.code)?.[1];
+    if (!component)
+      throw new Error(`${block.readme}:${block.line}: a tsx block exports no component`);
+    return { ...block, component };
+  });
 
-/** The props each README component is rendered with, by its name. */
+/** The props each component is rendered with, by its name. */
 const PROPS: Record<string, Record<string, unknown>> = {
   PlaceOrderButton: { sku: 'sku-1' },
   PayButton: { cart: { id: 'cart-7f3a', version: 2, sku: 'sku-1' } },
@@ -162,7 +168,7 @@ async function mount(index: number) {
   return { server, button, click, render };
 }
 
-describe('README React snippets, rendered and clicked', () => {
+describe('React snippets, rendered and clicked', () => {
   it('has a component in every React snippet, with props to render it', () => {
     expect(blocks.length).toBeGreaterThanOrEqual(2);
     for (const block of blocks) expect(Object.keys(PROPS)).toContain(block.component);
