@@ -13,6 +13,7 @@ import { PgTransaction } from 'drizzle-orm/pg-core';
 import { GrantedLeases, retryLostConnection, WritePastLeaseError } from './lostConnectionRetry.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
+import { claimedNew } from './readFirstClaim.js';
 import type { IdempotencyKeyRow } from './schema.js';
 
 export interface DrizzleStoreOptions {
@@ -66,13 +67,11 @@ const MAX_CLAIM_ROUNDS = 100;
  * sends it in one round trip.
  *
  * Statements per call:
- * - `claim` of a new key: one, `WITH inserted AS (INSERT … ON CONFLICT DO NOTHING
- *   RETURNING …) SELECT … FROM inserted UNION ALL SELECT …` the existing row, with the
- *   statement's "now";
+ * - `claim` of a new key: one, which inserts the key where no row has it or reads the
+ *   existing row, with the statement's "now" (`readFirstClaim`);
  * - `claim` of a completed, live in-progress or mismatched key (replay, in progress,
- *   mismatch): that same statement, and it is read-only: `DO NOTHING` locks nothing, so
- *   the transaction gets no id, writes no WAL and its commit waits for no flush. core's
- *   `decideClaim` answers from the row it returns;
+ *   mismatch): that same statement, read-only: it tries no insert, so the transaction gets
+ *   no id, writes no WAL and its commit waits for no flush. core's `decideClaim` answers;
  * - `claim` of an expired key or of a lapsed lease: that statement, plus a conditional
  *   `UPDATE … WHERE version = <read> AND created_at = <read> AND <still expired or
  *   lapsed> RETURNING`. A concurrent claim that changed the row first makes it update
@@ -209,8 +208,8 @@ async function claim(store: StoreStatements, request: ClaimRequest): Promise<Cla
     // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
     if (!row) continue;
     const { inserted, nowMs, restored: _, ...columns } = row;
+    if (inserted === true) return claimedNew(request, Number(nowMs));
     const record = toRecord(columns);
-    if (inserted === true) return { status: 'claimed', takeover: false, record };
     const decision = decideClaim(record, request, Number(nowMs));
     if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
     const [claimed] = await statements.takeOver().execute(

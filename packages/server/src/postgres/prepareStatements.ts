@@ -1,10 +1,11 @@
 import type { Clock } from '@idem/core';
-import { and, eq, getTableColumns, notExists, sql } from 'drizzle-orm';
+import { and, eq, notExists, sql } from 'drizzle-orm';
 import type { PgUpdateSetSource, SelectedFieldsFlat } from 'drizzle-orm/pg-core';
 import { deleteSkipLocked } from './deleteSkipLocked.js';
 import { keyLockArgs } from './keyLock.js';
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import { COLUMNS, columnsOf, readFirstClaim } from './readFirstClaim.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
 
@@ -61,7 +62,14 @@ export function prepareStatements(
     once(() => fencedUpdateOf(parts, set).prepare(name(statement)));
   return {
     insertNew: once(() => insertNewKey(parts, COLUMNS).prepare(name('insert_new'))),
-    claim: once(() => claimStatement(parts).prepare(name('claim'))),
+    // Transaction mode's claim takes the key's lock in the new row's values, which only a
+    // row the insert tries computes: it keeps the statement that tries every key.
+    claim: once(() =>
+      (boundLockWait || keyLock
+        ? claimStatement(parts)
+        : readFirstClaim(parts, parts.newKey)
+      ).prepare(name('claim')),
+    ),
     takeOver: once(() => takeOverStatement(parts).prepare(name('take_over'))),
     complete: fencedUpdate('complete', completion),
     release: fencedUpdate('release', { lockedUntil: parts.now }),
@@ -241,17 +249,4 @@ function fencedUpdateOf({ db, byId }: StatementParts, set: FencedSet) {
       ),
     )
     .returning({ version: keys.version });
-}
-
-/** The columns of `idem_keys`, in table order: what a statement returns as a record. */
-export const COLUMNS = getTableColumns(keys);
-
-type ColumnName = keyof typeof COLUMNS;
-const COLUMN_NAMES = Object.keys(COLUMNS) as ColumnName[];
-
-/** The fields named as `idem_keys`' columns of a CTE or subquery over its rows, in table order. */
-function columnsOf<T extends Record<ColumnName, unknown>>(source: T): Pick<T, ColumnName> {
-  const fields = {} as Pick<T, ColumnName>;
-  for (const name of COLUMN_NAMES) fields[name] = source[name];
-  return fields;
 }

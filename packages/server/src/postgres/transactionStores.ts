@@ -1,10 +1,9 @@
-import {
-  type ClaimRequest,
-  type ClaimResult,
-  decideClaim,
-  type IdempotencyStore,
-  type LeaseToken,
-  type StoredOutcome,
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyStore,
+  LeaseToken,
+  StoredOutcome,
 } from '@idem/core/store';
 import { sql } from 'drizzle-orm';
 import {
@@ -17,6 +16,7 @@ import {
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
+import { claimedNew } from './readFirstClaim.js';
 import { renderedStatement } from './renderedStatement.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs } from './sqlTime.js';
@@ -70,10 +70,7 @@ export function transactionStores(
       async claim(request: ClaimRequest): Promise<ClaimResult> {
         const [row] = await insertNew().execute(tx, { ...claimValues(request), lockWait });
         if (!row) return fullStore().claim(request);
-        const claimed = decideClaim(null, request, row.createdAtMs);
-        if (claimed.status !== 'claimed')
-          throw new Error('decideClaim refused a key that does not exist');
-        return { status: 'claimed', takeover: false, record: claimed.next };
+        return claimedNew(request, row.createdAtMs);
       },
       async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
         const updated = await complete().execute(tx, {
