@@ -6,7 +6,14 @@ import { mainProfileIn, type ProfileSummary, summarizeProfile } from '../tools/s
 import { startChild } from './child.js';
 import { runLoad } from './loadgen.js';
 
-export type ProfiledMode = 'plain' | 'plainTx' | 'leaseFloor' | 'lease' | 'transaction' | 'replay';
+export type ProfiledMode =
+  | 'plain'
+  | 'plainTx'
+  | 'leaseFloor'
+  | 'txFloor'
+  | 'lease'
+  | 'transaction'
+  | 'replay';
 
 export interface ServerProfile {
   mode: ProfiledMode;

@@ -8,6 +8,7 @@
  * picks sides; `DUMP=1` prints the store's SQL.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createIdempotency } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
 import { drizzleStore, migrate } from '@idem/server/postgres';
@@ -24,12 +25,22 @@ const FP = 'f'.repeat(64);
 
 type Op = (key: string) => Promise<void>;
 
+const COLS =
+  'scope, key, fingerprint, status, version, locked_until, attempts, outcome, steps, created_at, completed_at, expires_at';
+const NOW = "date_trunc('milliseconds', statement_timestamp())";
+/** A leaner claim: the key read first (no insert tried for an existing key), a new key's row not returned. */
+const LEAN_CLAIM = `with inserted as (insert into idem_keys (${COLS}) select $1, $2, $3, 'in_progress', 1, ${NOW} + $4::float8 * interval '1 millisecond', 1, null, '{}'::jsonb, ${NOW}, null, ${NOW} + $5::float8 * interval '1 millisecond' where not exists (select 1 from idem_keys where scope = $1 and key = $2) on conflict (scope, key) do nothing returning 1) select null::text as scope, null::text as key, null::text as fingerprint, null::text as status, null::int as version, null::timestamptz as locked_until, null::int as attempts, null::json as outcome, null::jsonb as steps, null::timestamptz as created_at, null::timestamptz as completed_at, null::timestamptz as expires_at, true as inserted, (extract(epoch from ${NOW}) * 1000)::bigint as now_ms from inserted union all select ${COLS}, false, (extract(epoch from ${NOW}) * 1000)::bigint from idem_keys where scope = $1 and key = $2 and not exists (select 1 from inserted)`;
+
 runMain(async () => {
   const keys = Number(process.argv[2] ?? 2_000);
   const rounds = Number(process.argv[3] ?? 3);
   const concurrency = Number(process.argv[4] ?? 16);
   const scratch = await createScratchDatabase('idem_parts');
-  const client = postgres(scratch.url, { ...quiet, max: concurrency });
+  const client = postgres(scratch.url, {
+    ...quiet,
+    max: concurrency,
+    connection: { application_name: 'idem_parts' },
+  });
   onCleanup('close', () => client.end({ timeout: 2 }));
   await migrate(drizzle(client));
   const store = drizzleStore(drizzle(client));
@@ -114,6 +125,24 @@ runMain(async () => {
         });
       },
     },
+    rawlean: {
+      first: async (key) => {
+        const [row] = await client.unsafe(LEAN_CLAIM, [SCOPE, key, FP, 30_000, 86_400_000], {
+          prepare: true,
+        });
+        if (!row?.inserted) throw new Error('lean: not inserted');
+        const params = swap(completeSql.params, 'probe', key);
+        params[createdAtAt] = new Date(Number(row.now_ms)).toISOString();
+        const done = await client.unsafe(completeSql.text, params as never[], { prepare: true });
+        if (done.length !== 1) throw new Error('lean: complete');
+      },
+      replay: async (key) => {
+        const [row] = await client.unsafe(LEAN_CLAIM, [SCOPE, key, FP, 30_000, 86_400_000], {
+          prepare: true,
+        });
+        if (row?.status !== 'completed') throw new Error('lean: replay');
+      },
+    },
     floor: {
       first: async (key) => {
         const [c] = await client`insert into idem_keys (scope, key, fingerprint, status,
@@ -135,8 +164,23 @@ runMain(async () => {
     },
   };
   const only = (process.env.PARTS ?? Object.keys(sides).join(',')).split(',');
+  const backendsCpuUs = async () => {
+    const pids =
+      await client`select pid from pg_stat_activity where application_name = 'idem_parts'`;
+    let ticks = 0;
+    for (const { pid } of pids) {
+      try {
+        const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+        ticks += Number(fields[11]) + Number(fields[12]);
+      } catch {
+        // A backend that ended.
+      }
+    }
+    return (ticks * 1_000_000) / 100;
+  };
   const run = async (phase: 'first' | 'replay', op: Op, ids: string[]) => {
     let next = 0;
+    const pgBefore = await backendsCpuUs();
     const cpu = process.cpuUsage();
     const started = performance.now();
     await Promise.all(
@@ -146,7 +190,9 @@ runMain(async () => {
     );
     const ms = performance.now() - started;
     const used = process.cpuUsage(cpu);
-    return `${phase} ${((ids.length / ms) * 1000).toFixed(0).padStart(6)}/s ${(((used.user + used.system) / ids.length) | 0).toString().padStart(4)} µs CPU`;
+    const pg = (await backendsCpuUs()) - pgBefore;
+    const perKey = (us: number) => ((us / ids.length) | 0).toString().padStart(4);
+    return `${phase} ${((ids.length / ms) * 1000).toFixed(0).padStart(6)}/s node ${perKey(used.user + used.system)} µs + pg ${perKey(pg)} µs`;
   };
   for (let round = -1; round < rounds; round++) {
     for (const name of only) {

@@ -1,5 +1,5 @@
 /**
- * `tsx src/tools/profileHttp.ts <plain|plainTx|leaseFloor|lease|transaction|replay> [seconds]`: one
+ * `tsx src/tools/profileHttp.ts <plain|plainTx|leaseFloor|txFloor|lease|transaction|replay> [seconds]`: one
  * HTTP variant of the benchmark against a server started with `--cpu-prof`, then where that
  * server's CPU time went. The evidence behind a missed HTTP target.
  */
