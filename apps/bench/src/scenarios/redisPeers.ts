@@ -1,0 +1,171 @@
+import { startRedisServer } from '@idem/redis/testing';
+import { createClient } from 'redis';
+import {
+  type Contender,
+  floorContender,
+  idemContender,
+  nodeIdempotencyContender,
+} from '../lib/redisContenders.js';
+import { median, nowMs, perRound, summarize } from '../lib/stats.js';
+import { formatMs, formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
+import { judged, type RunContext } from './RunContext.js';
+
+type Phase = 'first' | 'replay';
+
+/** One contender's phase in one round: calls/s, latencies, and what Redis did per call. */
+interface PhaseResult {
+  perSecond: number;
+  latencies: number[];
+  commandsPerCall: number;
+  serverMicrosPerCall: number;
+}
+
+/** Targets against node-idempotency and against the floor, by calls in flight. */
+const TARGETS: Record<number, { peer: number; floor?: number }> = {
+  16: { peer: 1.0, floor: 0.8 },
+  1: { peer: 1.0 },
+};
+
+/** Commands Redis ran and the µs it spent in them, from `INFO commandstats`. */
+async function commandStats(admin: { info(section: string): Promise<string> }) {
+  const info = await admin.info('commandstats');
+  let calls = 0;
+  let micros = 0;
+  for (const [, name, count, usec] of info.matchAll(/cmdstat_(\w+):calls=(\d+),usec=(\d+)/g)) {
+    if (name === 'info') continue;
+    calls += Number(count);
+    micros += Number(usec);
+  }
+  return { calls, micros };
+}
+
+/** `keys.length` calls of `call`, `inFlight` at a time, each key once. */
+async function runKeys(
+  inFlight: number,
+  keys: readonly string[],
+  call: (key: string) => Promise<void>,
+): Promise<{ perSecond: number; latencies: number[] }> {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = nowMs();
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      for (let index = next++; index < keys.length; index = next++) {
+        const begun = nowMs();
+        await call(keys[index] as string);
+        latencies.push(nowMs() - begun);
+      }
+    }),
+  );
+  return { perSecond: (keys.length / (nowMs() - started)) * 1000, latencies };
+}
+
+/**
+ * idem's Redis store against node-idempotency on the same `redis-server` (one started
+ * here, no persistence), and against the floor of bare `SET NX` + `SET` (first call) /
+ * `GET` (replay): N new keys per round, first calls then their replays, at 16 and at 1
+ * call in flight, each contender on its own connection. Rounds interleave the contenders
+ * (a different one first each round), so all see the same machine load; ratios are
+ * medians of per-round ratios. Each row's note says what Redis did per call (`INFO
+ * commandstats`: commands and server µs).
+ */
+export async function redisPeers(context: RunContext): Promise<void> {
+  const { quick } = context;
+  const keysPerRound = Number(process.env.BENCH_REDIS_KEYS ?? (quick ? 200 : 2_000));
+  const rounds = Number(process.env.BENCH_REDIS_ROUNDS ?? (quick ? 1 : 3));
+  const server = await startRedisServer();
+  const admin = await createClient({ url: server.url }).connect();
+  const contenders: Contender[] = [];
+  try {
+    contenders.push(
+      await floorContender(server.url),
+      await nodeIdempotencyContender(server.url),
+      await idemContender(server.url),
+    );
+    for (const inFlight of [16, 1]) {
+      const results = new Map<Contender, Record<Phase, PhaseResult[]>>(
+        contenders.map((contender) => [contender, { first: [], replay: [] }]),
+      );
+      const phase = async (contender: Contender, name: Phase, keys: string[]) => {
+        const before = await commandStats(admin);
+        const run = await runKeys(inFlight, keys, (key) => contender[name](key));
+        const after = await commandStats(admin);
+        return {
+          ...run,
+          commandsPerCall: (after.calls - before.calls) / keys.length,
+          serverMicrosPerCall: (after.micros - before.micros) / keys.length,
+        };
+      };
+      for (let round = -1; round < rounds; round++) {
+        const warmUp = round < 0;
+        context.log(
+          `redis peers, ${inFlight} in flight: ${warmUp ? 'warm-up' : `round ${round + 1}/${rounds}`}`,
+        );
+        const shift = Math.max(0, round) % contenders.length;
+        for (const contender of [...contenders.slice(shift), ...contenders.slice(0, shift)]) {
+          const count = warmUp ? Math.min(keysPerRound, 500) : keysPerRound;
+          const keys = Array.from({ length: count }, (_, i) => `k${inFlight}-${round}-${i}`);
+          const first = await phase(contender, 'first', keys);
+          const replay = await phase(contender, 'replay', keys);
+          if (warmUp) continue;
+          results.get(contender)?.first.push(first);
+          results.get(contender)?.replay.push(replay);
+        }
+      }
+      reportLevel(context, inFlight, contenders, results);
+    }
+  } finally {
+    for (const contender of contenders) await contender.close();
+    await admin.close();
+    await server.stop();
+  }
+}
+
+function reportLevel(
+  context: RunContext,
+  inFlight: number,
+  contenders: readonly Contender[],
+  results: Map<Contender, Record<Phase, PhaseResult[]>>,
+): void {
+  const [floor, peer, idem] = contenders.map((contender) => {
+    const result = results.get(contender);
+    if (!result) throw new Error(`no results for ${contender.name}`);
+    return { contender, result };
+  }) as [
+    { contender: Contender; result: Record<Phase, PhaseResult[]> },
+    { contender: Contender; result: Record<Phase, PhaseResult[]> },
+    { contender: Contender; result: Record<Phase, PhaseResult[]> },
+  ];
+  const target = TARGETS[inFlight] ?? { peer: 1 };
+  for (const name of ['first', 'replay'] as const) {
+    const ratioTo = (measured: PhaseResult[], base: PhaseResult[]) =>
+      median(perRound(measured, base, (value, of) => value.perSecond / of.perSecond));
+    const row = (subject: typeof floor) => {
+      const phases = subject.result[name];
+      const latency = summarize(phases.flatMap((phase) => phase.latencies));
+      const commands = median(phases.map((phase) => phase.commandsPerCall));
+      const micros = median(phases.map((phase) => phase.serverMicrosPerCall));
+      return {
+        scenario: `redis vs node-idempotency (${inFlight} in flight, ${name === 'first' ? 'first call' : 'replay'})`,
+        variant: subject.contender.name,
+        result: formatRate(median(phases.map((phase) => phase.perSecond)), 'calls/s'),
+        p50: formatMs(latency.p50),
+        p99: formatMs(latency.p99),
+        ratio: formatRatio(ratioTo(phases, floor.result[name])),
+        note: `Redis per call: ${commands.toFixed(1)} commands, ${micros.toFixed(1)} µs`,
+      };
+    };
+    context.report(row(floor));
+    context.report(row(peer));
+    const toPeer = ratioTo(idem.result[name], peer.result[name]);
+    const toFloor = ratioTo(idem.result[name], floor.result[name]);
+    const met = toPeer >= target.peer && (target.floor === undefined || toFloor >= target.floor);
+    const idemRow = row(idem);
+    context.report({
+      ...idemRow,
+      target: `≥ ${target.peer.toFixed(2)}× peer${target.floor === undefined ? '' : `, ≥ ${target.floor.toFixed(2)}× floor`}`,
+      verdict: judged(context, verdictAtLeast(met ? 1 : 0, 1)),
+      note: `${formatRatio(toPeer)} node-idempotency; ${idemRow.note}`,
+    });
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * `tsx src/tools/profileRedis.ts <idem|peer|floor> [inFlight=16] [keys=20000] [rounds=3]`:
+ * one contender of the `redis-peers` scenario alone on a throwaway `redis-server`, first
+ * calls then replays of `keys` new keys per round, `inFlight` at a time; prints calls/s
+ * and what Redis did per call (`INFO commandstats`). For profiles of where a call's time
+ * goes: run it under `node --cpu-prof --conditions=@idem/source --import tsx …` or
+ * `valgrind --tool=callgrind node …` (instruction counts do not depend on the machine's load).
+ */
+import { startRedisServer } from '@idem/redis/testing';
+import { createClient } from 'redis';
+import {
+  type Contender,
+  floorContender,
+  idemContender,
+  nodeIdempotencyContender,
+} from '../lib/redisContenders.js';
+
+const CONTENDERS: Record<string, (url: string) => Promise<Contender>> = {
+  idem: idemContender,
+  peer: nodeIdempotencyContender,
+  floor: floorContender,
+};
+
+const [name = 'idem', inFlightArg = '16', keysArg = '20000', roundsArg = '3'] =
+  process.argv.slice(2);
+const make = CONTENDERS[name];
+if (!make) throw new Error(`profileRedis: no contender "${name}"; one of idem, peer, floor`);
+const [inFlight, keys, rounds] = [inFlightArg, keysArg, roundsArg].map(Number) as [
+  number,
+  number,
+  number,
+];
+
+const server = await startRedisServer();
+const admin = await createClient({ url: server.url }).connect();
+const contender = await make(server.url);
+
+const stats = async () => {
+  const info = await admin.info('commandstats');
+  const lines = [...info.matchAll(/cmdstat_(\w+):calls=(\d+),usec=(\d+)/g)];
+  return new Map(lines.map(([, command, calls, usec]) => [command, [Number(calls), Number(usec)]]));
+};
+
+/** The redis-server's CPU time so far, µs (`INFO cpu`). */
+const serverCpu = async () => {
+  const info = await admin.info('cpu');
+  const seconds = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return (seconds('used_cpu_sys') + seconds('used_cpu_user')) * 1e6;
+};
+
+try {
+  for (let round = 0; round < rounds; round++) {
+    for (const phase of ['first', 'replay'] as const) {
+      const before = await stats();
+      const serverBefore = await serverCpu();
+      const cpuBefore = process.cpuUsage();
+      let next = 0;
+      const started = performance.now();
+      await Promise.all(
+        Array.from({ length: inFlight }, async () => {
+          for (let index = next++; index < keys; index = next++) {
+            await contender[phase](`r${round}-${index}`);
+          }
+        }),
+      );
+      const rate = (keys / (performance.now() - started)) * 1000;
+      const cpu = process.cpuUsage(cpuBefore);
+      const serverMicros = (await serverCpu()) - serverBefore;
+      const after = await stats();
+      const perCall = [...after]
+        .filter(([command]) => command !== 'info')
+        .map(([command, [calls = 0, usec = 0] = []]) => {
+          const [callsBefore = 0, usecBefore = 0] = before.get(command) ?? [];
+          return [command, (calls - callsBefore) / keys, (usec - usecBefore) / keys] as const;
+        })
+        .filter(([, calls]) => calls > 0)
+        .map(([command, calls, usec]) => `${command} ${calls.toFixed(1)}× ${usec.toFixed(1)} µs`);
+      console.log(
+        `${name} ${inFlight} in flight, round ${round + 1} ${phase}: ${Math.round(rate)} calls/s; CPU per call: client ${((cpu.user + cpu.system) / keys).toFixed(1)} µs, redis-server ${(serverMicros / keys).toFixed(1)} µs; commands: ${perCall.join(', ')}`,
+      );
+    }
+  }
+} finally {
+  await contender.close();
+  await admin.close();
+  await server.stop();
+}
