@@ -1,3 +1,4 @@
+import { CommandBound } from './commandBound.js';
 import type { LuaScript } from './scripts.js';
 
 /** What the store sends `EVALSHA`/`EVAL` with. */
@@ -31,16 +32,51 @@ export interface RedisClusterConnection<Node = unknown> extends ScriptRunner {
 // biome-ignore lint/suspicious/noExplicitAny: node-redis's node type is generic over the client's modules.
 export type RedisConnection = RedisNodeConnection | RedisClusterConnection<any>;
 
+/** Sends a script on the node that owns `key`, with `args` as its ARGV. */
+export type ScriptSender = (script: LuaScript, key: string, args: string[]) => Promise<unknown>;
+
+/**
+ * What node-redis 6 keeps of a client's command options, and how it makes a client with
+ * others. Read, not declared in {@link RedisConnection}: a client without them (another
+ * major version) is used as it is.
+ */
+interface CommandOptionsOf {
+  _commandOptions?: { timeout?: number };
+  withCommandOptions?(options: object): ScriptRunner;
+}
+
+/**
+ * The store's way of sending scripts on `client`, made once per store.
+ *
+ * node-redis 6 bounds every command by its client's `commandOptions.timeout` (5 s unless
+ * set) with an `AbortSignal.timeout` of its own, which costs several times what the
+ * command costs in the client once calls overlap. The store keeps that bound, the same
+ * number of milliseconds, with one timer for all its calls ({@link CommandBound}), and
+ * sends its scripts through a view of the client without it. A client whose timeout is
+ * off (0) gets no bound, as before.
+ */
+export function scriptSender(client: RedisConnection): ScriptSender {
+  const { _commandOptions: options, withCommandOptions } = client as CommandOptionsOf;
+  const timeoutMs = options?.timeout;
+  if (!(typeof timeoutMs === 'number' && timeoutMs > 0) || withCommandOptions === undefined) {
+    return (script, key, args) => runScript(client, script, key, args);
+  }
+  const unbounded = withCommandOptions.call(client, { ...options, timeout: 0 });
+  const bound = new CommandBound(timeoutMs);
+  return (script, key, args) =>
+    bound.run(script.name, key, () => runScript(unbounded, script, key, args));
+}
+
 /**
  * Runs `script` on the node that owns `key`: `EVALSHA` first, and `EVAL` (which also caches
  * the script) when the server answers NOSCRIPT: after a restart, a failover to a replica
  * that never saw it, a `SCRIPT FLUSH`, or a slot moved to another node.
  */
-export async function runScript(
-  client: RedisConnection,
+async function runScript(
+  client: ScriptRunner,
   script: LuaScript,
   key: string,
-  ...args: string[]
+  args: string[],
 ): Promise<unknown> {
   const options = { keys: [key], arguments: args };
   try {

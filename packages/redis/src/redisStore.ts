@@ -10,7 +10,12 @@ import {
   type StoredOutcome,
   type SweepOptions,
 } from '@idem/core/store';
-import { type RedisConnection, runScript, scanKeys } from './RedisConnection.js';
+import {
+  type RedisConnection,
+  type ScriptSender,
+  scanKeys,
+  scriptSender,
+} from './RedisConnection.js';
 import { recordKey, recordKeyPattern } from './recordKey.js';
 import { claimResultOf, recordOf } from './scriptReplies.js';
 import { type LuaScript, scripts } from './scripts.js';
@@ -54,11 +59,12 @@ export function redisStore(
 ): IdempotencyStore {
   const prefix = keyPrefixOf(options.keyPrefix);
   const { clock } = options;
+  const send = scriptSender(client);
   /** ARGV[1] and ARGV[2] of every script: the injected "now" (or the server's), and expiry. */
   const time = (): [string, string] => (clock ? [String(clock.now()), '0'] : ['', '1']);
   /** Runs `script` on the record `(scope, key)`: the time, then `args`. */
   const run = (script: LuaScript, scope: string, key: string, ...args: string[]) =>
-    runScript(client, script, recordKey(prefix, scope, key), ...time(), ...args);
+    send(script, recordKey(prefix, scope, key), [...time(), ...args]);
 
   const fenced = async (token: LeaseToken, script: keyof typeof scripts, ...args: string[]) => {
     const { scope, key, version, createdAt } = token;
@@ -113,7 +119,8 @@ export function redisStore(
       return isExpired(record, Number(String(now))) ? null : record;
     },
 
-    sweep: ({ limit }: SweepOptions): Promise<number> => sweepRecords(client, prefix, limit, time),
+    sweep: ({ limit }: SweepOptions): Promise<number> =>
+      sweepRecords(client, send, prefix, limit, time),
   };
 }
 
@@ -131,6 +138,7 @@ function keyPrefixOf(keyPrefix: string | undefined): string {
 /** Deletes up to `limit` expired records under `prefix`, on every node; how many it deleted. */
 async function sweepRecords(
   client: RedisConnection,
+  send: ScriptSender,
   prefix: string,
   limit: number,
   time: () => [string, string],
@@ -142,9 +150,7 @@ async function sweepRecords(
     for (let start = 0; start < keys.length && deleted < limit; ) {
       const batch = keys.slice(start, start + Math.floor(limit) - deleted);
       start += batch.length;
-      const results = await Promise.all(
-        batch.map((key) => runScript(client, scripts.sweepOne, key, ...time())),
-      );
+      const results = await Promise.all(batch.map((key) => send(scripts.sweepOne, key, time())));
       deleted += results.filter((result) => Number(result) === 1).length;
     }
     if (deleted >= limit) break;

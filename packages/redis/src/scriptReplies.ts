@@ -11,11 +11,21 @@ import {
 
 /** What the claim script answered: claimed (it wrote), or the record for the claim table. */
 export function claimResultOf(request: ClaimRequest, reply: unknown): ClaimResult {
-  const [answer, now, fields] = reply as [unknown, unknown, unknown[]];
-  const record = recordOf(request.scope, request.key, fields);
-  if (String(answer) !== 'read') {
-    return { status: 'claimed', takeover: String(answer) === 'takeover', record };
+  const [answer, now, third, lockedUntil, expiresAt] = reply as unknown[];
+  // String(): a client whose type mapping answers Buffers still reads the same text.
+  const kind = String(answer);
+  if (kind === 'fresh') {
+    return {
+      status: 'claimed',
+      takeover: false,
+      record: freshRecord(request, Number(String(now)), Number(String(third)), {
+        lockedUntil: Number(String(lockedUntil)),
+        expiresAt: Number(String(expiresAt)),
+      }),
+    };
   }
+  const record = recordOf(request.scope, request.key, third as unknown[]);
+  if (kind === 'takeover') return { status: 'claimed', takeover: true, record };
   const decision = decideClaim(record, request, Number(String(now)));
   if (decision.status === 'claimed') {
     throw new Error(
@@ -23,6 +33,33 @@ export function claimResultOf(request: ClaimRequest, reply: unknown): ClaimResul
     );
   }
   return decision;
+}
+
+/**
+ * The record a fresh claim wrote: the request's fingerprint, version `version`, one
+ * attempt, no steps, created at `now`, with the lease's end and the record's end as the
+ * script stored them.
+ */
+function freshRecord(
+  request: ClaimRequest,
+  now: number,
+  version: number,
+  ends: { lockedUntil: number; expiresAt: number },
+): IdempotencyRecord {
+  return {
+    scope: request.scope,
+    key: request.key,
+    fingerprint: request.fingerprint,
+    status: 'in_progress',
+    version,
+    lockedUntil: ends.lockedUntil,
+    attempts: 1,
+    outcome: null,
+    steps: {},
+    createdAt: now,
+    completedAt: null,
+    expiresAt: ends.expiresAt,
+  };
 }
 
 const STEP = 'step:';

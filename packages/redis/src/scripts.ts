@@ -27,54 +27,57 @@ local function expired(status, locked_until, expires_at, now)
   return tonumber(expires_at) <= now
     and (status == 'completed' or not locked_until or tonumber(locked_until) <= now)
 end
--- Redis deletes the key the moment the record counts as gone: its end, or its lease's end
--- while in progress. A non-positive PEXPIRE deletes it at once.
-local function expire_at_end(key, now, physical)
-  if physical ~= '1' then return end
-  local f = redis.call('HMGET', key, 'status', 'locked_until', 'expires_at')
-  local ends = tonumber(f[3])
-  if f[1] == 'in_progress' and f[2] then ends = math.max(ends, tonumber(f[2])) end
-  redis.call('PEXPIRE', key, int(ends - now))
+-- Redis deletes the key the moment the record counts as gone: at ends, its end or its
+-- lease's end while in progress, whichever is later. A non-positive PEXPIRE deletes it.
+local function expire_at(key, ends, now, physical)
+  if physical == '1' then redis.call('PEXPIRE', key, int(ends - now)) end
 end
--- The fence: the record is in progress under this version and creation time.
+-- The fence: the record's expires_at when it is in progress under this version and
+-- creation time, else nil.
 local function held(key, version, created_at)
-  local f = redis.call('HMGET', key, 'status', 'version', 'created_at')
-  return f[1] == 'in_progress' and f[2] == version and f[3] == created_at
+  local f = redis.call('HMGET', key, 'status', 'version', 'created_at', 'expires_at')
+  if f[1] == 'in_progress' and f[2] == version and f[3] == created_at then return f[4] end
+  return nil
 end
 `;
 
 /**
- * claim: ARGV[3] fingerprint, ARGV[4] leaseMs, ARGV[5] ttlMs. Writes only for a fresh claim
- * (no record, or an expired one: reset with version + 1 and no steps) or a takeover (the
- * same fingerprint, lease run out: version + 1, steps kept). Answers
- * `{ 'fresh' | 'takeover' | 'read', now, HGETALL }`; on 'read' the caller answers replay,
- * mismatch or in progress from the record and that "now".
+ * claim: ARGV[3] fingerprint, ARGV[4] leaseMs, ARGV[5] ttlMs. Reads the record with one
+ * HGETALL and writes only for a fresh claim (no record, or an expired one: reset with
+ * version + 1 and no steps) or a takeover (the same fingerprint, lease run out: version +
+ * 1, steps kept). Answers `{ 'fresh', now, version, locked_until, expires_at }` (the rest
+ * of a fresh record is the request's: the caller builds it without reading it back),
+ * `{ 'takeover', now, HGETALL }`, or `{ 'read', now, HGETALL }`: then the caller answers
+ * replay, mismatch or in progress from the record and that "now".
  */
 const CLAIM = `
 local key = KEYS[1]
 local now = clock(ARGV[1])
 local fingerprint, lease_ms, ttl_ms = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local f = redis.call('HMGET', key,
-  'status', 'version', 'locked_until', 'expires_at', 'fingerprint', 'attempts')
-local answer
-if not f[1] or expired(f[1], f[3], f[4], now) then
-  local version = (tonumber(f[2]) or 0) + 1
-  redis.call('DEL', key)
+local flat = redis.call('HGETALL', key)
+local f = {}
+for i = 1, #flat, 2 do f[flat[i]] = flat[i + 1] end
+local status, locked_until, expires_at = f['status'], f['locked_until'], f['expires_at']
+if not status or expired(status, locked_until, expires_at, now) then
+  local version = int((tonumber(f['version']) or 0) + 1)
+  if status then redis.call('DEL', key) end
+  local locked, ends = int(now + lease_ms), int(now + ttl_ms)
   redis.call('HSET', key, 'fingerprint', fingerprint, 'status', 'in_progress',
-    'version', int(version), 'locked_until', int(now + lease_ms), 'attempts', '1',
-    'created_at', int(now), 'expires_at', int(now + ttl_ms))
-  answer = 'fresh'
-elseif f[1] == 'in_progress' and f[5] == fingerprint
-    and (not f[3] or tonumber(f[3]) <= now) then
-  redis.call('HSET', key, 'version', int(tonumber(f[2]) + 1),
-    'locked_until', int(now + lease_ms), 'attempts', int(tonumber(f[6]) + 1),
-    'expires_at', int(math.max(tonumber(f[4]), now + ttl_ms)))
-  answer = 'takeover'
-else
-  return {'read', int(now), redis.call('HGETALL', key)}
+    'version', version, 'locked_until', locked, 'attempts', '1',
+    'created_at', int(now), 'expires_at', ends)
+  expire_at(key, math.max(now + lease_ms, now + ttl_ms), now, ARGV[2])
+  return {'fresh', int(now), version, locked, ends}
 end
-expire_at_end(key, now, ARGV[2])
-return {answer, int(now), redis.call('HGETALL', key)}
+if status == 'in_progress' and f['fingerprint'] == fingerprint
+    and (not locked_until or tonumber(locked_until) <= now) then
+  local ends = math.max(tonumber(expires_at), now + ttl_ms)
+  redis.call('HSET', key, 'version', int(tonumber(f['version']) + 1),
+    'locked_until', int(now + lease_ms), 'attempts', int(tonumber(f['attempts']) + 1),
+    'expires_at', int(ends))
+  expire_at(key, math.max(ends, now + lease_ms), now, ARGV[2])
+  return {'takeover', int(now), redis.call('HGETALL', key)}
+end
+return {'read', int(now), flat}
 `;
 
 /** complete: ARGV[3] version, ARGV[4] createdAt, ARGV[5] outcome JSON, ARGV[6] ttlMs. */
@@ -82,20 +85,23 @@ const COMPLETE = `
 local key = KEYS[1]
 if not held(key, ARGV[3], ARGV[4]) then return 0 end
 local now = clock(ARGV[1])
+local ends = now + tonumber(ARGV[6])
 redis.call('HSET', key, 'status', 'completed', 'outcome', ARGV[5],
-  'completed_at', int(now), 'expires_at', int(now + tonumber(ARGV[6])))
+  'completed_at', int(now), 'expires_at', int(ends))
 redis.call('HDEL', key, 'locked_until')
-expire_at_end(key, now, ARGV[2])
+expire_at(key, ends, now, ARGV[2])
 return 1
 `;
 
 /** release (ARGV[5] = '0') or heartbeat (ARGV[5] = leaseMs): the lease ends now + ARGV[5]. */
 const EXTEND = `
 local key = KEYS[1]
-if not held(key, ARGV[3], ARGV[4]) then return 0 end
+local expires_at = held(key, ARGV[3], ARGV[4])
+if not expires_at then return 0 end
 local now = clock(ARGV[1])
-redis.call('HSET', key, 'locked_until', int(now + tonumber(ARGV[5])))
-expire_at_end(key, now, ARGV[2])
+local locked = now + tonumber(ARGV[5])
+redis.call('HSET', key, 'locked_until', int(locked))
+expire_at(key, math.max(tonumber(expires_at), locked), now, ARGV[2])
 return 1
 `;
 
@@ -123,20 +129,22 @@ return 0
 
 /** A script's source and the SHA-1 that `EVALSHA` names it by. */
 export interface LuaScript {
+  /** Its name, for errors. */
+  readonly name: string;
   readonly source: string;
   readonly sha1: string;
 }
 
-function script(body: string): LuaScript {
+function script(name: string, body: string): LuaScript {
   const source = `${PRELUDE}${body}`;
-  return { source, sha1: createHash('sha1').update(source).digest('hex') };
+  return { name, source, sha1: createHash('sha1').update(source).digest('hex') };
 }
 
 export const scripts = {
-  claim: script(CLAIM),
-  complete: script(COMPLETE),
-  extend: script(EXTEND),
-  saveStep: script(SAVE_STEP),
-  read: script(READ),
-  sweepOne: script(SWEEP_ONE),
+  claim: script('claim', CLAIM),
+  complete: script('complete', COMPLETE),
+  extend: script('extend', EXTEND),
+  saveStep: script('saveStep', SAVE_STEP),
+  read: script('read', READ),
+  sweepOne: script('sweepOne', SWEEP_ONE),
 };

@@ -1,9 +1,9 @@
 import { cachedStore } from '@idem/core/store';
 import { storeContract } from '@idem/core/testing/contract';
 import { createClient } from 'redis';
-import { describe } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startRedisServer } from '../src/testing/index.js';
-import { freshStore, useRedis } from './redisFixtures.js';
+import { freshStore, request, useRedis } from './redisFixtures.js';
 import { redisRisks } from './redisRisks.js';
 
 describe('redisStore on one redis-server', () => {
@@ -22,4 +22,28 @@ describe('redisStore on one redis-server', () => {
   }));
 
   redisRisks('one node', () => ({ client: redis().client, nodes: [redis().client] }));
+
+  it("fails a call Redis does not answer within the client's command timeout", async () => {
+    const client = await createClient({
+      url: redis().server.url,
+      commandOptions: { timeout: 300 },
+    }).connect();
+    try {
+      const { store } = freshStore(client);
+      await store.claim(request({ key: 'before' }));
+      // Every client's commands wait until the pause ends, well after the timeout.
+      await redis().client.sendCommand(['CLIENT', 'PAUSE', '2000', 'ALL']);
+      const paused = performance.now();
+      await expect(store.claim(request({ key: 'paused' }))).rejects.toThrow(
+        /did not answer the claim script on .* within 300 ms/,
+      );
+      expect(performance.now() - paused).toBeLessThan(1_900);
+      // Once the pause is over, the claim Redis ran late is there, and the store goes on.
+      await redis().client.sendCommand(['PING']);
+      expect(await store.get(request().scope, 'paused')).not.toBeNull();
+      expect((await store.claim(request({ key: 'after' }))).status).toBe('claimed');
+    } finally {
+      await client.close();
+    }
+  });
 });
