@@ -42,7 +42,39 @@ export type ScriptSender = (script: LuaScript, key: string, args: string[]) => P
  */
 interface CommandOptionsOf {
   _commandOptions?: { timeout?: number };
-  withCommandOptions?(options: object): ScriptRunner;
+  _keyPrefix?: unknown;
+  withCommandOptions?(options: object): ScriptRunner & CommandOptionsOf;
+  /** One node's raw command: the arguments as sent, no key prefix, the reply untransformed. */
+  sendCommand?(args: string[]): Promise<unknown>;
+}
+
+/** How the store sends one script: `EVALSHA` with `EVAL` after NOSCRIPT. */
+type ScriptCall = (script: LuaScript, key: string, args: string[]) => Promise<unknown>;
+
+/**
+ * How scripts go to `client`: one node's raw `sendCommand` where it has one and no key
+ * prefix of its own (node-redis's typed `evalSha` costs a command parser and its key
+ * handling per call), else `evalSha`/`eval` (a cluster routes by the key; a client with a
+ * `keyPrefix` adds it to the key as before).
+ */
+function scriptCall(client: ScriptRunner & CommandOptionsOf): ScriptCall {
+  const { sendCommand } = client;
+  if ('masters' in client || client._keyPrefix !== undefined || sendCommand === undefined) {
+    return (script, key, args) => runScript(client, script, key, args);
+  }
+  const send = (args: string[]) => sendCommand.call(client, args);
+  return async (script, key, args) => {
+    try {
+      return await send(['EVALSHA', script.sha1, '1', key, ...args]);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      return send(['EVAL', script.source, '1', key, ...args]);
+    }
+  };
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
 /**
@@ -56,15 +88,15 @@ interface CommandOptionsOf {
  * off (0) gets no bound, as before.
  */
 export function scriptSender(client: RedisConnection): ScriptSender {
-  const { _commandOptions: options, withCommandOptions } = client as CommandOptionsOf;
+  const runner = client as RedisConnection & CommandOptionsOf;
+  const { _commandOptions: options, withCommandOptions } = runner;
   const timeoutMs = options?.timeout;
   if (!(typeof timeoutMs === 'number' && timeoutMs > 0) || withCommandOptions === undefined) {
-    return (script, key, args) => runScript(client, script, key, args);
+    return scriptCall(runner);
   }
-  const unbounded = withCommandOptions.call(client, { ...options, timeout: 0 });
+  const call = scriptCall(withCommandOptions.call(client, { ...options, timeout: 0 }));
   const bound = new CommandBound(timeoutMs);
-  return (script, key, args) =>
-    bound.run(script.name, key, () => runScript(unbounded, script, key, args));
+  return (script, key, args) => bound.run(script.name, key, () => call(script, key, args));
 }
 
 /**
@@ -82,7 +114,7 @@ async function runScript(
   try {
     return await client.evalSha(script.sha1, options);
   } catch (error) {
-    if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error;
+    if (!isNoScript(error)) throw error;
     return client.eval(script.source, options);
   }
 }

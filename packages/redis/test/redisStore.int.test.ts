@@ -2,6 +2,7 @@ import { cachedStore } from '@idem/core/store';
 import { storeContract } from '@idem/core/testing/contract';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
+import { recordKey } from '../src/recordKey.js';
 import { startRedisServer } from '../src/testing/index.js';
 import { freshStore, request, useRedis } from './redisFixtures.js';
 import { redisRisks } from './redisRisks.js';
@@ -22,6 +23,21 @@ describe('redisStore on one redis-server', () => {
   }));
 
   redisRisks('one node', () => ({ client: redis().client, nodes: [redis().client] }));
+
+  it("keeps a record under the client's own keyPrefix", async () => {
+    const client = await createClient({ url: redis().server.url, keyPrefix: 'app:' }).connect();
+    try {
+      const { store, keyPrefix } = freshStore(client);
+      const claim = await store.claim(request({ key: 'prefixed' }));
+      expect(claim.status).toBe('claimed');
+      const key = recordKey(keyPrefix, request().scope, 'prefixed');
+      expect(Number(await redis().client.sendCommand(['EXISTS', `app:${key}`]))).toBe(1);
+      expect(Number(await redis().client.sendCommand(['EXISTS', key]))).toBe(0);
+      expect((await store.claim(request({ key: 'prefixed' }))).status).toBe('in_progress');
+    } finally {
+      await client.close();
+    }
+  });
 
   it("fails a call Redis does not answer within the client's command timeout", async () => {
     const client = await createClient({
