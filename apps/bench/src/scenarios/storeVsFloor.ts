@@ -69,11 +69,12 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
       const claimParams = [...claimSql.params];
       for (const index of claimKeyAt) claimParams[index] = key;
       const rows = await client.unsafe(claimSql.text, claimParams as never[], { prepare });
-      const row = rows[0] as { created_at: string } | undefined;
+      // A new key's row comes back as the statement's "now" alone: its creation time.
+      const row = rows[0] as { now_ms: string } | undefined;
       if (!row) throw new Error('raw claim returned no row');
       const completeParams = [...completeSql.params];
       completeParams[completeKeyAt] = key;
-      completeParams[completeCreatedAt] = row.created_at;
+      completeParams[completeCreatedAt] = new Date(Number(row.now_ms)).toISOString();
       const done = await client.unsafe(completeSql.text, completeParams as never[], { prepare });
       if (done.length !== 1) throw new Error('raw complete updated no row');
     };
