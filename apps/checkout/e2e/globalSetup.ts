@@ -125,7 +125,7 @@ export async function waitUntilReady(baseUrl: string, server: ChildProcess) {
 /** SIGTERM to the server's process group, SIGKILL if it is still there after 10 s. */
 export async function stop(server: ChildProcess) {
   const { pid } = server;
-  if (server.exitCode !== null || pid === undefined) return;
+  if (server.exitCode !== null || server.signalCode !== null || pid === undefined) return;
   const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
   const signal = (name: NodeJS.Signals) => {
     try {

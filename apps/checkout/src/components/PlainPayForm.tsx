@@ -36,7 +36,12 @@ export function PlainPayForm({
     <div className="card" data-testid="plain-pay">
       <h2>Pay</h2>
       {state.status === 'idle' && (
-        <CheckoutNotice status={status} orderId={orderId} otherPayment={otherPayment} />
+        <CheckoutNotice
+          checkoutId={checkoutId}
+          status={status}
+          orderId={orderId}
+          otherPayment={otherPayment}
+        />
       )}
       <StateNotice state={state} checkoutId={checkoutId} />
       <form action={formAction} data-testid="plain-pay-form">
@@ -53,12 +58,12 @@ export function PlainPayForm({
           </span>
         </label>
         {killSwitch && (
-          <label className="field">
-            <span>
+          <p>
+            <label>
               <input type="checkbox" name="kill-after-charge" data-testid="kill-after-charge" />{' '}
               Kill the server right after the charge (SIGKILL; start it again, then reload)
-            </span>
-          </label>
+            </label>
+          </p>
         )}
         <button type="submit" className="primary pay" data-testid="pay">
           {pending ? 'Paying…' : 'Pay'}
@@ -69,10 +74,11 @@ export function PlainPayForm({
 }
 
 function CheckoutNotice({
+  checkoutId,
   status,
   orderId,
   otherPayment,
-}: Pick<Parameters<typeof PlainPayForm>[0], 'status' | 'orderId' | 'otherPayment'>) {
+}: Pick<Parameters<typeof PlainPayForm>[0], 'checkoutId' | 'status' | 'orderId' | 'otherPayment'>) {
   if (otherPayment?.status === 'paid') {
     return (
       <p className="notice warn" data-testid="plain-paid-elsewhere">
@@ -85,6 +91,14 @@ function CheckoutNotice({
       <p className="notice ok" data-testid="plain-already-paid">
         <strong>Already paid</strong> (order {shortKey(orderId)}). Pay again shows the same
         confirmation and charges nothing: <a href={`/orders/${orderId}`}>see the order</a>.
+      </p>
+    );
+  }
+  if (status === 'declined') {
+    return (
+      <p className="notice bad" data-testid="plain-was-declined">
+        This checkout was declined; Pay again shows that answer.{' '}
+        <a href={`/checkout/plain?checkout=${checkoutId}&retry=1`}>Pay with another card</a>
       </p>
     );
   }

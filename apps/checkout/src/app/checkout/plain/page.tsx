@@ -141,7 +141,7 @@ async function PlainCart({ problem }: { problem: string | undefined }) {
                     min={0}
                     max={MAX_QUANTITY}
                     defaultValue={0}
-                    className="qty-input"
+                    style={{ width: '4.5em' }}
                   />
                 </td>
               </tr>
