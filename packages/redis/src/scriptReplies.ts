@@ -66,39 +66,65 @@ const STEP = 'step:';
 
 /** The record `(scope, key)` from its Redis hash, as HGETALL lists it (name, value, …). */
 export function recordOf(scope: string, key: string, flat: unknown[]): IdempotencyRecord {
-  const fields = new Map<string, string>();
-  const steps: Record<string, JsonValue> = {};
+  const record: IdempotencyRecord = {
+    scope,
+    key,
+    fingerprint: '',
+    status: 'in_progress',
+    version: Number.NaN,
+    lockedUntil: null,
+    attempts: Number.NaN,
+    outcome: null,
+    steps: {},
+    createdAt: Number.NaN,
+    completedAt: null,
+    expiresAt: Number.NaN,
+  };
   for (let index = 0; index < flat.length; index += 2) {
     // String(): a client whose type mapping answers Buffers still reads the same text.
     const name = String(flat[index]);
     const value = String(flat[index + 1]);
-    if (name.startsWith(STEP)) {
-      // defineProperty: a plain assignment of "__proto__" would set the prototype instead.
-      Object.defineProperty(steps, name.slice(STEP.length), {
-        value: JSON.parse(value) as JsonValue,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    } else {
-      fields.set(name, value);
+    switch (name) {
+      case 'fingerprint':
+        record.fingerprint = value;
+        break;
+      case 'status':
+        record.status = value === 'completed' ? 'completed' : 'in_progress';
+        break;
+      case 'version':
+        record.version = Number(value);
+        break;
+      case 'locked_until':
+        record.lockedUntil = Number(value);
+        break;
+      case 'attempts':
+        record.attempts = Number(value);
+        break;
+      case 'outcome':
+        record.outcome = JSON.parse(value) as StoredOutcome;
+        break;
+      case 'created_at':
+        record.createdAt = Number(value);
+        break;
+      case 'completed_at':
+        record.completedAt = Number(value);
+        break;
+      case 'expires_at':
+        record.expiresAt = Number(value);
+        break;
+      default:
+        if (name.startsWith(STEP)) addStep(record.steps, name.slice(STEP.length), value);
     }
   }
-  const number = (name: string) => Number(fields.get(name));
-  const optional = (name: string) => (fields.has(name) ? number(name) : null);
-  const outcome = fields.get('outcome');
-  return {
-    scope,
-    key,
-    fingerprint: fields.get('fingerprint') ?? '',
-    status: fields.get('status') === 'completed' ? 'completed' : 'in_progress',
-    version: number('version'),
-    lockedUntil: optional('locked_until'),
-    attempts: number('attempts'),
-    outcome: outcome === undefined ? null : (JSON.parse(outcome) as StoredOutcome),
-    steps,
-    createdAt: number('created_at'),
-    completedAt: optional('completed_at'),
-    expiresAt: number('expires_at'),
-  };
+  return record;
+}
+
+/** A recovery point's JSON under its name, whatever the name ("__proto__" included). */
+function addStep(steps: Record<string, JsonValue>, name: string, json: string): void {
+  Object.defineProperty(steps, name, {
+    value: JSON.parse(json) as JsonValue,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
 }
