@@ -222,7 +222,7 @@ export function snippetSuite(suite: SnippetSuite): void {
 /**
  * The React snippets (```tsx) are components: here they are type-checked as a Next.js app
  * compiles them (bundler resolution, the automatic JSX runtime, the packages' shipped
- * types) against the `./trpc` module every one of them imports: the app's
+ * types), the tRPC components against the `./trpc` module they import: the app's
  * `createTRPCContext<AppRouter>()` for a router with `order.place`. The READMEs' are also
  * rendered and clicked, against a server with `idempotent()`, in
  * `readmeReactSnippets.test.ts` (from the workspace's sources).
@@ -263,7 +263,9 @@ const REACT_TSCONFIG = {
 /** What tsc says about `blocks` in `dir` (inside a project with TypeScript): '' when they pass. */
 async function typeCheckReact(dir: string, blocks: readonly ReadmeBlock[]): Promise<string> {
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'trpc.ts'), TRPC_MODULE);
+  // The app's tRPC module, for the components that import it (it needs tRPC installed).
+  const trpc = blocks.some((block) => /from '\.\/trpc(\.js)?'/.test(block.code));
+  if (trpc) writeFileSync(join(dir, 'trpc.ts'), TRPC_MODULE);
   const names = blocks.map((block, index) => {
     const name = `snippet-${String(index).padStart(2, '0')}.tsx`;
     writeFileSync(join(dir, name), `// ${whereIs(block)}\n${block.code}`);
@@ -271,7 +273,7 @@ async function typeCheckReact(dir: string, blocks: readonly ReadmeBlock[]): Prom
   });
   writeFileSync(
     join(dir, 'tsconfig.json'),
-    JSON.stringify({ ...REACT_TSCONFIG, files: ['trpc.ts', ...names] }),
+    JSON.stringify({ ...REACT_TSCONFIG, files: [...(trpc ? ['trpc.ts'] : []), ...names] }),
   );
   const tsc = join(dir, '../node_modules/.bin/tsc');
   return run(tsc, ['-p', join(dir, 'tsconfig.json')], { cwd: dir, env: outsideEnv() }).then(
