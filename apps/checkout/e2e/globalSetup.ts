@@ -4,6 +4,7 @@ import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { Writable } from 'node:stream';
 import type { TestProject } from 'vitest/node';
 
 declare module 'vitest' {
@@ -34,6 +35,34 @@ export default async function setup(project: TestProject) {
   // Tests that post webhooks themselves sign them as the provider does.
   const webhookSecret = randomBytes(32).toString('hex');
   const log = createWriteStream(path.join(artifactsDir, 'server.log'));
+  const server = spawnDemo(port, dataDir, log, { PAYMENT_WEBHOOK_SECRET: webhookSecret });
+
+  try {
+    await waitUntilReady(baseUrl, server);
+  } catch (error) {
+    await stop(server);
+    throw error;
+  }
+  project.provide('baseUrl', baseUrl);
+  project.provide('webhookSecret', webhookSecret);
+
+  return async () => {
+    await stop(server);
+    log.end();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+}
+
+/**
+ * `next start` of the built demo on `port`, its PGlite database in `dataDir` and its output
+ * in `log`; `settings` adds to (or overrides) the environment below.
+ */
+export function spawnDemo(
+  port: number,
+  dataDir: string,
+  log: Writable,
+  settings: Record<string, string>,
+): ChildProcess {
   const env = { ...process.env };
   // Always the embedded database in its own folder, and the in-process relay: a shared
   // Postgres or NATS (CI exports both for other packages' tests) would mix tests' data.
@@ -51,8 +80,8 @@ export default async function setup(project: TestProject) {
         DEMO_DATA_DIR: path.join(dataDir, 'pglite'),
         // Only the test cards decide declines: no random ones.
         DEMO_RANDOM_DECLINE_RATE: '0',
-        PAYMENT_WEBHOOK_SECRET: webhookSecret,
         NEXT_TELEMETRY_DISABLED: '1',
+        ...settings,
       },
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -60,21 +89,7 @@ export default async function setup(project: TestProject) {
   );
   server.stdout?.pipe(log);
   server.stderr?.pipe(log);
-
-  try {
-    await waitUntilReady(baseUrl, server);
-  } catch (error) {
-    await stop(server);
-    throw error;
-  }
-  project.provide('baseUrl', baseUrl);
-  project.provide('webhookSecret', webhookSecret);
-
-  return async () => {
-    await stop(server);
-    log.end();
-    rmSync(dataDir, { recursive: true, force: true });
-  };
+  return server;
 }
 
 function build() {

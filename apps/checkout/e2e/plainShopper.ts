@@ -1,11 +1,11 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import path from 'node:path';
 import { createTRPCClient, httpLink } from '@trpc/client';
 import type { BrowserContext, Page } from 'playwright-core';
 import superjson from 'superjson';
 import type { AppRouter } from '../src/server/routers/appRouter';
-import { stop, waitUntilReady } from './globalSetup';
+import { spawnDemo, stop, waitUntilReady } from './globalSetup';
 import { artifactsDir, WAIT_MS } from './shopper';
 
 /** The demo's server API at `baseUrl`, for what its database holds (no session needed). */
@@ -90,31 +90,8 @@ export async function startDemoServer(
   dataDir: string,
   logName: string,
 ): Promise<DemoServer> {
-  const appDir = path.resolve(import.meta.dirname, '..');
-  const env = { ...process.env };
-  delete env.DATABASE_URL;
-  delete env.NATS_URL;
-  const child = spawn(
-    path.join(appDir, 'node_modules/.bin/next'),
-    ['start', '--port', String(port), '--hostname', '127.0.0.1'],
-    {
-      cwd: appDir,
-      env: {
-        ...env,
-        NODE_ENV: 'production',
-        PORT: String(port),
-        DEMO_DATA_DIR: path.join(dataDir, 'pglite'),
-        DEMO_RANDOM_DECLINE_RATE: '0',
-        DEMO_KILL_SWITCH: '1',
-        NEXT_TELEMETRY_DISABLED: '1',
-      },
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
   const log = createWriteStream(path.join(artifactsDir, logName), { flags: 'a' });
-  child.stdout?.pipe(log);
-  child.stderr?.pipe(log);
+  const child = spawnDemo(port, dataDir, log, { DEMO_KILL_SWITCH: '1' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   exited.then(() => log.end());
   const baseUrl = `http://127.0.0.1:${port}`;

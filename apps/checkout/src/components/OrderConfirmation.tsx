@@ -2,8 +2,9 @@
 
 import { useQuery } from '@tanstack/react-query';
 import Link from 'next/link';
-import { formatCents, shortKey } from '@/client/format';
+import { shortKey } from '@/client/format';
 import { useTRPC } from '@/client/trpc';
+import { OrderLines } from './OrderLines';
 import { WhatHappened } from './WhatHappened';
 
 /** An order's page: read from the database by the order's id, in any browser that has the link. */
@@ -37,22 +38,7 @@ export function OrderConfirmation({ orderId, already }: { orderId: string; alrea
                   this order, and nothing was charged again.
                 </p>
               )}
-              <table className="lines">
-                <tbody>
-                  {order.lines.map((line) => (
-                    <tr key={line.productId}>
-                      <td>{line.name}</td>
-                      <td className="num">× {line.quantity}</td>
-                      <td className="num">{formatCents(line.priceCents * line.quantity)}</td>
-                    </tr>
-                  ))}
-                  <tr className="total">
-                    <td>Total charged</td>
-                    <td />
-                    <td className="num">{formatCents(order.totalCents)}</td>
-                  </tr>
-                </tbody>
-              </table>
+              <OrderLines lines={order.lines} totalCents={order.totalCents} />
               <p className="hint">A confirmation goes to {order.email}.</p>
             </>
           )}

@@ -3,9 +3,10 @@
 import type { IdempotencyKeyFieldProps } from '@idem/server/next';
 import { useActionState } from 'react';
 import { payPlain } from '@/app/checkout/plain/actions';
-import { formatCents, shortKey } from '@/client/format';
+import { shortKey } from '@/client/format';
 import type { CheckoutView } from '@/server/checkoutIntents';
 import type { PlainPayAnswer } from '@/server/plainCheckout';
+import { OrderLines } from './OrderLines';
 
 const IDLE: PlainPayAnswer = { status: 'idle' };
 
@@ -154,22 +155,7 @@ function PlainConfirmation({ state }: { state: Extract<PlainPayAnswer, { status:
       data-replayed={String(state.answer?.replayed ?? false)}
     >
       <p className="big">Order {shortKey(state.orderId)} is paid.</p>
-      <table className="lines">
-        <tbody>
-          {state.lines.map((line) => (
-            <tr key={line.productId}>
-              <td>{line.name}</td>
-              <td className="num">× {line.quantity}</td>
-              <td className="num">{formatCents(line.priceCents * line.quantity)}</td>
-            </tr>
-          ))}
-          <tr className="total">
-            <td>Total charged</td>
-            <td />
-            <td className="num">{formatCents(state.totalCents)}</td>
-          </tr>
-        </tbody>
-      </table>
+      <OrderLines lines={state.lines} totalCents={state.totalCents} />
       <p className="hint">
         Card ending {state.cardLast4}; a confirmation goes to {state.email}.
       </p>
