@@ -281,7 +281,9 @@ describe('the plain checkout when the server is killed after the charge', () => 
     expect(await page.getByTestId('plain-answer').textContent()).toContain('attempt 2');
     await screenshot(page, 't-plain-kill-restart');
 
-    const database = await settledDatabase(killedApi, key);
+    // A restart on a loaded machine can outlast ABANDONED_AFTER_MS, and then the server's
+    // own sweep of abandoned payments runs beside the resubmission: give both time to end.
+    const database = await settledDatabase(killedApi, key, 4 * WAIT_MS);
     expectExactlyOnce(database);
     // The takeover got the charge from its recovery point and placed the one order.
     expect(database.key).toMatchObject({ attempts: 2, recoveryPoints: ['charge', 'order'] });

@@ -190,14 +190,24 @@ export async function eventually<T>(
  * progress anywhere (a key whose attempt died is taken over by the next one once its
  * lease has passed).
  */
-export async function settledDatabase(api: Shopper['api'], checkoutKey: string) {
-  await eventually('no key in progress', async () =>
-    (await api.demo.totals.query()).keysInProgress === 0 ? true : undefined,
+export async function settledDatabase(
+  api: Shopper['api'],
+  checkoutKey: string,
+  timeoutMs = WAIT_MS,
+) {
+  await eventually(
+    'no key in progress',
+    async () => ((await api.demo.totals.query()).keysInProgress === 0 ? true : undefined),
+    timeoutMs,
   );
-  const checkout = await eventually('the confirmation email', async () => {
-    const found = await api.demo.checkout.query({ key: checkoutKey });
-    return found.emails.length > 0 ? found : undefined;
-  });
+  const checkout = await eventually(
+    'the confirmation email',
+    async () => {
+      const found = await api.demo.checkout.query({ key: checkoutKey });
+      return found.emails.length > 0 ? found : undefined;
+    },
+    timeoutMs,
+  );
   return {
     ...checkout,
     charged: checkout.charges.filter((charge) => charge.outcome === 'charged'),

@@ -345,12 +345,15 @@ describe('NATS JetStream on Postgres', () => {
           batchSizes.push(batch.length);
           for (const event of batch) await recordEffect(event.id)(tx);
           if (!cured && batch.some((event) => 'poison' in event.payload && event.payload.poison)) {
+            // Cured by its first failure alone (the one the consumer reports), when it fails
+            // rather than when the report arrives: a copy redelivered meanwhile, in the other
+            // batch in flight, then fails no second time.
+            if (batch.length === 1) cured = true;
             throw new Error('poison');
           }
         },
         onEvent: (event) => {
           reported.push(event);
-          if (event.type === 'failed') cured = true;
         },
       }),
     );
