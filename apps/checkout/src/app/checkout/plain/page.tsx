@@ -4,6 +4,7 @@ import Link from 'next/link';
 import { redirect } from 'next/navigation';
 import { MAX_QUANTITY } from '@/cartLimits';
 import { formatCents } from '@/client/format';
+import { OrderLines } from '@/components/OrderLines';
 import { PlainPayForm } from '@/components/PlainPayForm';
 import { findCheckout, findCheckoutView, openCheckout } from '@/server/checkoutIntents';
 import { type OrderLine, products } from '@/server/db/schema';
@@ -81,22 +82,12 @@ function Lines({
   return (
     <div className="card" data-testid="plain-lines" data-checkout-id={checkoutId}>
       <h2>Your order</h2>
-      <table className="lines">
-        <tbody>
-          {lines.map((line) => (
-            <tr key={line.productId}>
-              <td>{line.name}</td>
-              <td className="num">× {line.quantity}</td>
-              <td className="num">{formatCents(line.priceCents * line.quantity)}</td>
-            </tr>
-          ))}
-          <tr className="total" data-testid="plain-total">
-            <td>Total</td>
-            <td />
-            <td className="num">{formatCents(totalCents)}</td>
-          </tr>
-        </tbody>
-      </table>
+      <OrderLines
+        lines={lines}
+        totalCents={totalCents}
+        totalLabel="Total"
+        totalTestId="plain-total"
+      />
       <p className="hint">
         Checkout <code>{checkoutId}</code>: the key every submission of this form carries.
       </p>
