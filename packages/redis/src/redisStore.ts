@@ -47,7 +47,7 @@ export interface RedisStoreOptions {
  * `claim`, `complete`, `release`, `heartbeat`, `saveStep`, `get` and each key of a `sweep`
  * are one Lua script each (`EVALSHA`, and `EVAL` once when the server does not have it
  * cached), atomic on the server and touching one key: one round trip per call. One record
- * is one Redis hash, recovery points included.
+ * is one Redis string, recovery points included: one `GET` and at most one `SET` a call.
  *
  * @example
  * const client = await createClient({ url: process.env.REDIS_URL }).connect();
@@ -87,7 +87,7 @@ export function redisStore(
         scripts.claim,
         request.scope,
         request.key,
-        request.fingerprint,
+        JSON.stringify(request.fingerprint),
         String(request.leaseMs),
         String(request.ttlMs),
       );
@@ -109,13 +109,14 @@ export function redisStore(
     },
 
     async saveStep(token: LeaseToken, name: string, value: JsonValue): Promise<void> {
-      await fenced(token, 'saveStep', name, JSON.stringify(value));
+      await fenced(token, 'saveStep', `[${JSON.stringify(name)},${JSON.stringify(value)}]`);
     },
 
     async get(scope: string, key: string): Promise<IdempotencyRecord | null> {
-      const [now, fields] = (await run(scripts.read, scope, key)) as [unknown, unknown[]];
-      if (fields.length === 0) return null;
-      const record = recordOf(scope, key, fields);
+      const [now, stored] = (await run(scripts.read, scope, key)) as [unknown, unknown];
+      const text = String(stored);
+      if (text === '') return null;
+      const record = recordOf(scope, key, text);
       return isExpired(record, Number(String(now))) ? null : record;
     },
 

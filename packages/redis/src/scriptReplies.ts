@@ -24,7 +24,7 @@ export function claimResultOf(request: ClaimRequest, reply: unknown): ClaimResul
       }),
     };
   }
-  const record = recordOf(request.scope, request.key, third as unknown[]);
+  const record = recordOf(request.scope, request.key, String(third));
   if (kind === 'takeover') return { status: 'claimed', takeover: true, record };
   const decision = decideClaim(record, request, Number(String(now)));
   if (decision.status === 'claimed') {
@@ -62,67 +62,51 @@ function freshRecord(
   };
 }
 
-const STEP = 'step:';
-
-/** The record `(scope, key)` from its Redis hash, as HGETALL lists it (name, value, …). */
-export function recordOf(scope: string, key: string, flat: unknown[]): IdempotencyRecord {
-  const record: IdempotencyRecord = {
+/**
+ * The record `(scope, key)` from the lines the scripts store it as: a header of numbers,
+ * the fingerprint as a JSON string, the outcome's JSON (empty while in progress), and one
+ * `[name, value]` JSON line per recovery point (a later line of a name wins).
+ */
+export function recordOf(scope: string, key: string, text: string): IdempotencyRecord {
+  const headerEnd = text.indexOf('\n');
+  const fingerprintEnd = text.indexOf('\n', headerEnd + 1);
+  const outcomeEnd = text.indexOf('\n', fingerprintEnd + 1);
+  if (outcomeEnd < 0) {
+    throw new Error(
+      `redisStore: the record of "${key}" in scope "${scope}" is not in the store's layout; this is a bug in @idem/redis, or another program wrote the key.`,
+    );
+  }
+  const [status, version, createdAt, lockedUntil, expiresAt, attempts, completedAt] = text
+    .slice(0, headerEnd)
+    .split(' ');
+  const outcome = text.slice(fingerprintEnd + 1, outcomeEnd);
+  const steps: Record<string, JsonValue> = {};
+  for (let start = outcomeEnd + 1; start < text.length; ) {
+    const end = text.indexOf('\n', start);
+    const [name, value] = JSON.parse(text.slice(start, end)) as [string, JsonValue];
+    addStep(steps, name, value);
+    start = end + 1;
+  }
+  return {
     scope,
     key,
-    fingerprint: '',
-    status: 'in_progress',
-    version: Number.NaN,
-    lockedUntil: null,
-    attempts: Number.NaN,
-    outcome: null,
-    steps: {},
-    createdAt: Number.NaN,
-    completedAt: null,
-    expiresAt: Number.NaN,
+    fingerprint: JSON.parse(text.slice(headerEnd + 1, fingerprintEnd)) as string,
+    status: status === 'completed' ? 'completed' : 'in_progress',
+    version: Number(version),
+    lockedUntil: lockedUntil === '-' ? null : Number(lockedUntil),
+    attempts: Number(attempts),
+    outcome: outcome === '' ? null : (JSON.parse(outcome) as StoredOutcome),
+    steps,
+    createdAt: Number(createdAt),
+    completedAt: completedAt === '-' ? null : Number(completedAt),
+    expiresAt: Number(expiresAt),
   };
-  for (let index = 0; index < flat.length; index += 2) {
-    // String(): a client whose type mapping answers Buffers still reads the same text.
-    const name = String(flat[index]);
-    const value = String(flat[index + 1]);
-    switch (name) {
-      case 'fingerprint':
-        record.fingerprint = value;
-        break;
-      case 'status':
-        record.status = value === 'completed' ? 'completed' : 'in_progress';
-        break;
-      case 'version':
-        record.version = Number(value);
-        break;
-      case 'locked_until':
-        record.lockedUntil = Number(value);
-        break;
-      case 'attempts':
-        record.attempts = Number(value);
-        break;
-      case 'outcome':
-        record.outcome = JSON.parse(value) as StoredOutcome;
-        break;
-      case 'created_at':
-        record.createdAt = Number(value);
-        break;
-      case 'completed_at':
-        record.completedAt = Number(value);
-        break;
-      case 'expires_at':
-        record.expiresAt = Number(value);
-        break;
-      default:
-        if (name.startsWith(STEP)) addStep(record.steps, name.slice(STEP.length), value);
-    }
-  }
-  return record;
 }
 
-/** A recovery point's JSON under its name, whatever the name ("__proto__" included). */
-function addStep(steps: Record<string, JsonValue>, name: string, json: string): void {
+/** A recovery point's value under its name, whatever the name ("__proto__" included). */
+function addStep(steps: Record<string, JsonValue>, name: string, value: JsonValue): void {
   Object.defineProperty(steps, name, {
-    value: JSON.parse(json) as JsonValue,
+    value,
     enumerable: true,
     writable: true,
     configurable: true,

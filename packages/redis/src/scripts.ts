@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 
 /**
- * The store's Lua scripts. Each touches exactly one Redis key (the record's hash, named in
+ * The store's Lua scripts. Each touches exactly one Redis key (the record's, named in
  * `KEYS[1]`), so a Redis Cluster runs it on the one node that owns the key's slot, and Redis
  * runs every script atomically: the claim table and each fence are one step.
  *
@@ -9,10 +9,21 @@ import { createHash } from 'node:crypto';
  * server's clock (`TIME`), and `ARGV[2]`: '1' when Redis's own expiry should follow the
  * record's end (only with the server's clock: Redis expires keys by that clock and no other).
  *
- * The record's hash: `fingerprint`, `status`, `version`, `locked_until` (absent once
- * completed), `attempts`, `outcome` (JSON, once completed), `created_at`, `completed_at`,
- * `expires_at`, and one `step:<name>` field per recovery point (its JSON). Values are kept as
- * the JSON text the engine sent: Lua never decodes them, so nothing is reordered or rounded.
+ * A record is one Redis string, read with one `GET` and written with one `SET` (which sets
+ * Redis's expiry in the same command), in lines:
+ *
+ *     <status> <version> <created_at> <locked_until|-> <expires_at> <attempts> <completed_at|->
+ *     <fingerprint, as a JSON string>
+ *     <outcome JSON, or nothing while in progress>
+ *     ["<recovery point's name>",<its JSON>]      (one line per recovery point)
+ *
+ * The header's numbers are epoch milliseconds and counters; the other lines are JSON text
+ * as the engine sent it (Lua never decodes them, so nothing is reordered or rounded), and
+ * JSON text never holds a raw line break, so lines cannot run into each other.
+ *
+ * Records an earlier version stored as a Redis hash (one field per column, `step:<name>`
+ * per recovery point) are read as the same lines (`from_hash`), and written back as a string
+ * by the next write.
  */
 const PRELUDE = `
 local function clock(override)
@@ -25,105 +36,166 @@ local function int(n) return string.format('%.0f', n) end
 -- core's isExpired: past expires_at and, for an in-progress record, past its lease too.
 local function expired(status, locked_until, expires_at, now)
   return tonumber(expires_at) <= now
-    and (status == 'completed' or not locked_until or tonumber(locked_until) <= now)
+    and (status == 'completed' or locked_until == '-' or tonumber(locked_until) <= now)
 end
--- Redis deletes the key the moment the record counts as gone: at ends, its end or its
--- lease's end while in progress, whichever is later. A non-positive PEXPIRE deletes it.
-local function expire_at(key, ends, now, physical)
-  if physical == '1' then redis.call('PEXPIRE', key, int(ends - now)) end
+-- The header's fields, and where the line after it starts; nil for a value that is not a
+-- record.
+local function header(rec)
+  return string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)\\n()')
 end
--- The fence: the record's expires_at when it is in progress under this version and
--- creation time, else nil.
+local function record(status, version, created_at, locked_until, expires_at, attempts,
+    completed_at, rest)
+  return status .. ' ' .. version .. ' ' .. created_at .. ' ' .. locked_until .. ' ' ..
+    expires_at .. ' ' .. attempts .. ' ' .. completed_at .. '\\n' .. rest
+end
+-- A string as JSON.stringify writes it: for a hash record's fingerprint and step names.
+local function json_string(s)
+  local escapes = { ['"'] = '\\\\"', ['\\\\'] = '\\\\\\\\', ['\\b'] = '\\\\b', ['\\f'] = '\\\\f',
+    ['\\n'] = '\\\\n', ['\\r'] = '\\\\r', ['\\t'] = '\\\\t' }
+  return '"' .. (string.gsub(s, '[%z\\1-\\31"\\\\]', function(c)
+    return escapes[c] or string.format('\\\\u%04x', string.byte(c))
+  end)) .. '"'
+end
+local function from_hash(key)
+  local flat = redis.call('HGETALL', key)
+  local f, steps = {}, {}
+  for i = 1, #flat, 2 do
+    local name = flat[i]
+    if string.sub(name, 1, 5) == 'step:' then
+      steps[#steps + 1] = '[' .. json_string(string.sub(name, 6)) .. ',' .. flat[i + 1] .. ']\\n'
+    else
+      f[name] = flat[i + 1]
+    end
+  end
+  if not f['status'] then return false end
+  return record(f['status'], f['version'], f['created_at'], f['locked_until'] or '-',
+    f['expires_at'], f['attempts'], f['completed_at'] or '-',
+    json_string(f['fingerprint']) .. '\\n' .. (f['outcome'] or '') .. '\\n' .. table.concat(steps))
+end
+-- The record at key, or false when there is none.
+local function load(key)
+  local rec = redis.pcall('GET', key)
+  if type(rec) == 'table' then return from_hash(key) end
+  return rec
+end
+-- Writes the record. Redis deletes the key the moment the record counts as gone: at ends,
+-- its end or its lease's end while in progress, whichever is later (only on the server's
+-- clock, physical = '1'); a record already gone then is deleted now.
+local function put(key, rec, ends, now, physical)
+  if physical ~= '1' then
+    redis.call('SET', key, rec)
+  elseif ends > now then
+    redis.call('SET', key, rec, 'PX', int(ends - now))
+  else
+    redis.call('DEL', key)
+  end
+end
+-- The fenced record: its header when it is in progress under this version and creation
+-- time, else nil.
 local function held(key, version, created_at)
-  local f = redis.call('HMGET', key, 'status', 'version', 'created_at', 'expires_at')
-  if f[1] == 'in_progress' and f[2] == version and f[3] == created_at then return f[4] end
+  local rec = load(key)
+  if not rec then return nil end
+  local status, v, c, locked_until, expires_at, attempts, completed_at, at = header(rec)
+  if status == 'in_progress' and v == version and c == created_at then
+    return rec, locked_until, expires_at, attempts, completed_at, at
+  end
   return nil
 end
 `;
 
 /**
- * claim: ARGV[3] fingerprint, ARGV[4] leaseMs, ARGV[5] ttlMs. Reads the record with one
- * HGETALL and writes only for a fresh claim (no record, or an expired one: reset with
- * version + 1 and no steps) or a takeover (the same fingerprint, lease run out: version +
- * 1, steps kept). Answers `{ 'fresh', now, version, locked_until, expires_at }` (the rest
- * of a fresh record is the request's: the caller builds it without reading it back),
- * `{ 'takeover', now, HGETALL }`, or `{ 'read', now, HGETALL }`: then the caller answers
- * replay, mismatch or in progress from the record and that "now".
+ * claim: ARGV[3] fingerprint (as a JSON string), ARGV[4] leaseMs, ARGV[5] ttlMs. Reads the
+ * record with one `GET` and writes only for a fresh claim (no record, or an expired one:
+ * reset with version + 1 and no steps) or a takeover (the same fingerprint, lease run out:
+ * version + 1, steps kept). Answers `{ 'fresh', now, version, locked_until, expires_at }`
+ * (the rest of a fresh record is the request's: the caller builds it without reading it
+ * back), `{ 'takeover', now, record }`, or `{ 'read', now, record }`: then the caller
+ * answers replay, mismatch or in progress from the record and that "now".
  */
 const CLAIM = `
 local key = KEYS[1]
 local now = clock(ARGV[1])
 local fingerprint, lease_ms, ttl_ms = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local flat = redis.call('HGETALL', key)
-local f = {}
-for i = 1, #flat, 2 do f[flat[i]] = flat[i + 1] end
-local status, locked_until, expires_at = f['status'], f['locked_until'], f['expires_at']
-if not status or expired(status, locked_until, expires_at, now) then
-  local version = int((tonumber(f['version']) or 0) + 1)
-  if status then redis.call('DEL', key) end
+local rec = load(key)
+local status, version, created_at, locked_until, expires_at, attempts, completed_at, at
+if rec then
+  status, version, created_at, locked_until, expires_at, attempts, completed_at, at = header(rec)
+  if not status then
+    return redis.error_reply('ERR idem: ' .. key .. ' holds a value that is not an idempotency record')
+  end
+end
+if not rec or expired(status, locked_until, expires_at, now) then
+  local fresh = int((tonumber(version) or 0) + 1)
   local locked, ends = int(now + lease_ms), int(now + ttl_ms)
-  redis.call('HSET', key, 'fingerprint', fingerprint, 'status', 'in_progress',
-    'version', version, 'locked_until', locked, 'attempts', '1',
-    'created_at', int(now), 'expires_at', ends)
-  expire_at(key, math.max(now + lease_ms, now + ttl_ms), now, ARGV[2])
-  return {'fresh', int(now), version, locked, ends}
+  put(key, record('in_progress', fresh, int(now), locked, ends, '1', '-', fingerprint .. '\\n\\n'),
+    math.max(now + lease_ms, now + ttl_ms), now, ARGV[2])
+  return {'fresh', int(now), fresh, locked, ends}
 end
-if status == 'in_progress' and f['fingerprint'] == fingerprint
-    and (not locked_until or tonumber(locked_until) <= now) then
+if status == 'in_progress' and (locked_until == '-' or tonumber(locked_until) <= now)
+    and string.sub(rec, at, at + #fingerprint) == fingerprint .. '\\n' then
   local ends = math.max(tonumber(expires_at), now + ttl_ms)
-  redis.call('HSET', key, 'version', int(tonumber(f['version']) + 1),
-    'locked_until', int(now + lease_ms), 'attempts', int(tonumber(f['attempts']) + 1),
-    'expires_at', int(ends))
-  expire_at(key, math.max(ends, now + lease_ms), now, ARGV[2])
-  return {'takeover', int(now), redis.call('HGETALL', key)}
+  local taken = record('in_progress', int(tonumber(version) + 1), created_at,
+    int(now + lease_ms), int(ends), int(tonumber(attempts) + 1), completed_at,
+    string.sub(rec, at))
+  put(key, taken, math.max(ends, now + lease_ms), now, ARGV[2])
+  return {'takeover', int(now), taken}
 end
-return {'read', int(now), flat}
+return {'read', int(now), rec}
 `;
 
 /** complete: ARGV[3] version, ARGV[4] createdAt, ARGV[5] outcome JSON, ARGV[6] ttlMs. */
 const COMPLETE = `
 local key = KEYS[1]
-if not held(key, ARGV[3], ARGV[4]) then return 0 end
+local rec, _, _, attempts, _, at = held(key, ARGV[3], ARGV[4])
+if not rec then return 0 end
 local now = clock(ARGV[1])
 local ends = now + tonumber(ARGV[6])
-redis.call('HSET', key, 'status', 'completed', 'outcome', ARGV[5],
-  'completed_at', int(now), 'expires_at', int(ends))
-redis.call('HDEL', key, 'locked_until')
-expire_at(key, ends, now, ARGV[2])
+local fingerprint_end = string.find(rec, '\\n', at, true)
+local outcome_end = string.find(rec, '\\n', fingerprint_end + 1, true)
+put(key, record('completed', ARGV[3], ARGV[4], '-', int(ends), attempts, int(now),
+    string.sub(rec, at, fingerprint_end) .. ARGV[5] .. string.sub(rec, outcome_end)),
+  ends, now, ARGV[2])
 return 1
 `;
 
 /** release (ARGV[5] = '0') or heartbeat (ARGV[5] = leaseMs): the lease ends now + ARGV[5]. */
 const EXTEND = `
 local key = KEYS[1]
-local expires_at = held(key, ARGV[3], ARGV[4])
-if not expires_at then return 0 end
+local rec, _, expires_at, attempts, completed_at, at = held(key, ARGV[3], ARGV[4])
+if not rec then return 0 end
 local now = clock(ARGV[1])
 local locked = now + tonumber(ARGV[5])
-redis.call('HSET', key, 'locked_until', int(locked))
-expire_at(key, math.max(tonumber(expires_at), locked), now, ARGV[2])
+put(key, record('in_progress', ARGV[3], ARGV[4], int(locked), expires_at, attempts,
+    completed_at, string.sub(rec, at)),
+  math.max(tonumber(expires_at), locked), now, ARGV[2])
 return 1
 `;
 
-/** saveStep: ARGV[5] name, ARGV[6] value JSON. A step name is a field name, never code. */
+/**
+ * saveStep: ARGV[5] the recovery point's line, \`["<name>",<value JSON>]\`. A step name is
+ * JSON text, never code. A later line of the same name wins.
+ */
 const SAVE_STEP = `
 local key = KEYS[1]
-if not held(key, ARGV[3], ARGV[4]) then return 0 end
-redis.call('HSET', key, 'step:' .. ARGV[5], ARGV[6])
+local rec = held(key, ARGV[3], ARGV[4])
+if not rec then return 0 end
+redis.call('SET', key, rec .. ARGV[5] .. '\\n', 'KEEPTTL')
 return 1
 `;
 
-/** get: `{ now, HGETALL }`; the caller judges expiry with core's isExpired. */
+/** get: `{ now, record or '' }`; the caller judges expiry with core's isExpired. */
 const READ = `
-return {int(clock(ARGV[1])), redis.call('HGETALL', KEYS[1])}
+return {int(clock(ARGV[1])), load(KEYS[1]) or ''}
 `;
 
 /** sweep of one key: deletes it if the record has expired; answers 1 or 0. */
 const SWEEP_ONE = `
 local key = KEYS[1]
 local now = clock(ARGV[1])
-local f = redis.call('HMGET', key, 'status', 'locked_until', 'expires_at')
-if f[1] and expired(f[1], f[2], f[3], now) then return redis.call('DEL', key) end
+local rec = load(key)
+if not rec then return 0 end
+local status, _, _, locked_until, expires_at = header(rec)
+if status and expired(status, locked_until, expires_at, now) then return redis.call('DEL', key) end
 return 0
 `;
 
