@@ -127,6 +127,45 @@ describe('idempotent() through createCaller', () => {
     });
   });
 
+  it("answers the app's own failure in scope() or key() as the app's, not as a store failure", async () => {
+    const store = memoryStore();
+    const sessionGone = new Error('the session store is down');
+    const router = t.router({
+      scoped: t.procedure
+        .use(
+          idempotent({
+            store,
+            scope: () => {
+              throw sessionGone;
+            },
+          }),
+        )
+        .mutation(() => 'ok'),
+      keyed: t.procedure
+        .use(
+          idempotent({
+            store,
+            scope: () => 'x',
+            key: () => {
+              throw new TRPCError({ code: 'UNAUTHORIZED', message: 'sign in first' });
+            },
+          }),
+        )
+        .mutation(() => 'ok'),
+    });
+    const caller = t.createCallerFactory(router)(context('k'));
+    const scoped = await caller.scoped().catch((error: unknown) => error);
+    expect(scoped).toMatchObject({
+      code: 'INTERNAL_SERVER_ERROR',
+      message: 'the session store is down',
+      cause: sessionGone,
+    });
+    expect(await caller.keyed().catch((error: unknown) => error)).toMatchObject({
+      code: 'UNAUTHORIZED',
+      message: 'sign in first',
+    });
+  });
+
   it('works the same through .concat(idempotentProcedure(...))', async () => {
     let runs = 0;
     const app = initTRPC.context<Context>().create();

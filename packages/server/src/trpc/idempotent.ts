@@ -1,7 +1,7 @@
 import { IDEMPOTENCY_KEY_BATCH_HEADER, validateKey } from '@idem/core';
 import { requirePositive, resolveErrorPolicy } from '@idem/core/store';
 import type { AnyTRPCMiddlewareFunction, TRPCMiddlewareFunction } from '@trpc/server';
-import { createKeyedRunner } from '../adapter/createKeyedRunner.js';
+import { createKeyedRunner, type KeyedCall } from '../adapter/createKeyedRunner.js';
 import { failureOf } from '../adapter/failureOf.js';
 import { fingerprintWithin } from '../adapter/fingerprintWithin.js';
 import { missingKey } from '../adapter/missingKey.js';
@@ -19,7 +19,12 @@ import type {
 } from './IdempotentOptions.js';
 import type { IdempotencyRequest, IdempotencyRequestContext } from './idempotencyContext.js';
 import { procedureInput } from './procedureInput.js';
-import { idempotencyRequestOf, middlewareAnswer, refuse } from './trpcAnswers.js';
+import {
+  idempotencyRequestOf,
+  middlewareAnswer,
+  refuse,
+  refuseBeforeStore,
+} from './trpcAnswers.js';
 import { trpcErrorPolicy } from './trpcErrorPolicy.js';
 
 /** @default of `maxInputBytes`. */
@@ -130,6 +135,7 @@ export function idempotent(
       if (!required) return opts.next({ ctx: { idempotency: undefined } });
       throw missingKey('mutation', WHERE_KEYS_GO);
     };
+    let call: KeyedCall;
     try {
       // Without key(), a call without a valid key is answered before its input is even read.
       let key = derive ? undefined : sentKeyOf(request, batchIndex);
@@ -155,8 +161,12 @@ export function idempotent(
         return refuse(fingerprinted.cause, request, batchIndex, fingerprinted.refusal);
       let { fingerprint } = fingerprinted;
       if (typeof fingerprint !== 'string') fingerprint = await fingerprint;
-      const signal = opts.signal ?? new AbortController().signal;
-      const result = await runner.run({ scope, key, fingerprint, signal }, async (idempotency) => {
+      call = { scope, key, fingerprint, signal: opts.signal ?? new AbortController().signal };
+    } catch (error) {
+      return refuseBeforeStore(error, request, batchIndex);
+    }
+    try {
+      const result = await runner.run(call, async (idempotency) => {
         const ran = await opts.next({ ctx: { idempotency } });
         return ran.ok
           ? { ok: true, value: ran.data }

@@ -69,6 +69,22 @@ export function refuse(
 }
 
 /**
+ * Throws for a failure before the call reached the store: idem's refusal, or a
+ * `TRPCError`, as {@link refuse} answers them; anything else is the app's own (its
+ * `scope()` or `key()` threw), thrown on as it is, for tRPC to answer as it answers the
+ * procedure's own errors (a 500 whose message is the error's), never as a store failure.
+ */
+export function refuseBeforeStore(
+  error: unknown,
+  request: IdempotencyRequest,
+  batchIndex: number,
+): never {
+  const refusal = refusalOf(error);
+  if (refusal || isTRPCErrorLike(error)) refuse(error, request, batchIndex, refusal);
+  throw error;
+}
+
+/**
  * The middleware's result for a keyed call's end: the procedure's (or the replayed)
  * outcome, marked `Idempotent-Replayed` when it came from the store; idem's refusals thrown.
  */
