@@ -90,7 +90,12 @@ export function createKeyedRunner(
       try {
         return await run(call, handler);
       } catch (error) {
-        throw storeFailure(error, { scope: call.scope, key: call.key, mode }, onStoreError);
+        throw storeFailure(
+          error,
+          { scope: call.scope, key: call.key, mode },
+          onStoreError,
+          _db !== undefined,
+        );
       }
     },
   };

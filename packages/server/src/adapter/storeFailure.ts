@@ -14,11 +14,19 @@ export type StoreErrorHook = (error: unknown, report: StoreErrorReport) => void;
  * (a refusal) goes on as it is. Anything else came from the store: a missing idem table is
  * a `ConfigurationError` naming `migrate(db)` (retrying cannot cure it), any other failure a
  * `StoreFailedError` (a retry may succeed). Either keeps the store's error as its cause,
- * and its message, which the client gets, holds no SQL.
+ * and its message, which the client gets, holds no SQL. `idemStatements`: the store is the
+ * one idem runs on `db`, whose statements are all idem's own (see `missingTablesError`).
  */
-export function storeFailure(error: unknown, call: FailedCall, onStoreError: StoreErrorHook) {
+export function storeFailure(
+  error: unknown,
+  call: FailedCall,
+  onStoreError: StoreErrorHook,
+  idemStatements = false,
+) {
   if (refusalOf(error) !== undefined) return error;
-  const failure = missingTablesError(error, 'This call was not run') ?? new StoreFailedError(error);
+  const failure =
+    missingTablesError(error, 'This call was not run', idemStatements) ??
+    new StoreFailedError(error);
   const code = failure.code === 'STORE_FAILED' ? 'STORE_FAILED' : 'INVALID_CONFIGURATION';
   try {
     onStoreError(error, { code, message: failure.message, ...call });

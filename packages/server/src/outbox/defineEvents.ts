@@ -141,7 +141,7 @@ export function defineEvents<const TSchemas extends EventSchemas>(
     try {
       ids = await writeEvents(tx, valid, writeOptions);
     } catch (error) {
-      throw missingTablesError(error, 'enqueue() wrote nothing') ?? error;
+      throw missingTablesError(error, 'enqueue() wrote nothing', true) ?? error;
     }
     if (onEvent) report(onEvent, ids, valid);
     return Array.isArray(input) ? ids : (ids[0] as string);

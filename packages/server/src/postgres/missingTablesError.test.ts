@@ -22,15 +22,39 @@ describe('missingTablesError', () => {
     }
   });
 
+  it('names migrate(db) for 42703 on a column of an idem table: tables from an older version', () => {
+    for (const message of [
+      'column "steps" of relation "idem_keys" does not exist',
+      'column idem_keys.steps does not exist',
+      'column app.idem_outbox.headers does not exist',
+    ]) {
+      const cause = wrapped('42703', message);
+      const error = missingTablesError(cause, 'This call was not run');
+      expect(isConfigurationError(error)).toBe(true);
+      expect(error?.message).toMatch(
+        /^This call was not run: idem's tables in this database are older than this version of idem .*`migrate\(db\)`/,
+      );
+      expect(error?.message).not.toContain('steps');
+      expect(error?.cause).toBe(cause);
+    }
+    // A read from one table names the column alone: idem's, when the statement was idem's.
+    const unnamed = wrapped('42703', 'column "steps" does not exist');
+    expect(missingTablesError(unnamed, 'x', true)?.message).toMatch(/older than this version/);
+    expect(missingTablesError(unnamed, 'x')).toBeUndefined();
+  });
+
   it('leaves the app’s own tables, other SQLSTATEs and idem’s own errors alone', () => {
     expect(
       missingTablesError(wrapped('42P01', 'relation "orders" does not exist'), 'x'),
     ).toBeUndefined();
     expect(
       missingTablesError(
-        wrapped('42703', 'column "steps" of relation "idem_keys" does not exist'),
+        wrapped('42703', 'column "total" of relation "orders" does not exist'),
         'x',
       ),
+    ).toBeUndefined();
+    expect(
+      missingTablesError(wrapped('42703', 'column "steps" does not exist'), 'x'),
     ).toBeUndefined();
     expect(missingTablesError(wrapped('08006', 'connection failure'), 'x')).toBeUndefined();
     const already = new ConfigurationError('told', {

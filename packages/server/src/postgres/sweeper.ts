@@ -67,7 +67,7 @@ export async function deleteInBatches(
     try {
       deleted = await deleteBatch(batchSize);
     } catch (error) {
-      throw missingTablesError(error, 'The sweep deleted nothing') ?? error;
+      throw missingTablesError(error, 'The sweep deleted nothing', true) ?? error;
     }
     total += deleted;
     if (deleted < batchSize) break;

@@ -103,6 +103,6 @@ async function explained<T>(work: Promise<T>): Promise<T> {
   try {
     return await work;
   } catch (error) {
-    throw missingTablesError(error, 'The relay did nothing') ?? error;
+    throw missingTablesError(error, 'The relay did nothing', true) ?? error;
   }
 }
