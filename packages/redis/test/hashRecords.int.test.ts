@@ -30,6 +30,21 @@ describe('redisStore on records an earlier version stored as a hash', () => {
     return { store, clock, typeOf };
   }
 
+  /** The fields 0.1 kept for a record in progress at `version` (as many attempts). */
+  const inProgressHash = (
+    fingerprint: string,
+    version: number,
+    at: { lockedUntil: number; createdAt: number },
+  ) => ({
+    fingerprint,
+    status: 'in_progress',
+    version: String(version),
+    attempts: String(version),
+    locked_until: String(at.lockedUntil),
+    created_at: String(at.createdAt),
+    expires_at: String(START + 86_400_000),
+  });
+
   it('replays a completed hash record and tells a mismatch, without writing it', async () => {
     const { store, typeOf } = await withHashRecord('done', {
       fingerprint: FINGERPRINT,
@@ -64,13 +79,7 @@ describe('redisStore on records an earlier version stored as a hash', () => {
   it('takes over an in-progress hash record with its steps, then completes it as a string', async () => {
     const steps = { charge: { id: 'ch_1' }, 'we"ird\nname': [1, 'two'], ['__proto__']: null };
     const { store, clock, typeOf } = await withHashRecord('stalled', {
-      fingerprint: FINGERPRINT,
-      status: 'in_progress',
-      version: '3',
-      attempts: '3',
-      locked_until: String(START + 1_000),
-      created_at: String(START - 2_000),
-      expires_at: String(START + 86_400_000),
+      ...inProgressHash(FINGERPRINT, 3, { lockedUntil: START + 1_000, createdAt: START - 2_000 }),
       ...Object.fromEntries(
         Object.entries(steps).map(([name, value]) => [`step:${name}`, JSON.stringify(value)]),
       ),
@@ -98,15 +107,10 @@ describe('redisStore on records an earlier version stored as a hash', () => {
   });
 
   it("fences writes by the hash record's own version and creation time", async () => {
-    const { store } = await withHashRecord('held', {
-      fingerprint: 'fp',
-      status: 'in_progress',
-      version: '2',
-      attempts: '2',
-      locked_until: String(START + 30_000),
-      created_at: String(START - 100),
-      expires_at: String(START + 86_400_000),
-    });
+    const { store } = await withHashRecord(
+      'held',
+      inProgressHash('fp', 2, { lockedUntil: START + 30_000, createdAt: START - 100 }),
+    );
     const token = { scope: request().scope, key: 'held', version: 2, createdAt: START - 100 };
     await expect(store.heartbeat({ ...token, version: 1 }, 10_000)).rejects.toThrow(/lease/i);
     await expect(store.heartbeat({ ...token, createdAt: START }, 10_000)).rejects.toThrow(/lease/i);
