@@ -1,4 +1,5 @@
 import { deriveKey } from './deriveKey.js';
+import { isLeaseLostError } from './errors/LeaseLostError.js';
 import type { UnserializableValueError } from './errors/UnserializableValueError.js';
 import type { HandlerContext } from './Idempotency.js';
 import type { Lease } from './lease.js';
@@ -48,6 +49,8 @@ export class AttemptContext implements HandlerContext {
    * on the key's outcome is this error, whatever the handler does after catching it.
    */
   #settled: { error: unknown } | undefined;
+  /** The store's failure to save a recovery point, once it failed (not a lost lease). */
+  #storeFailed: { error: unknown } | undefined;
 
   constructor(
     host: AttemptHost,
@@ -82,6 +85,26 @@ export class AttemptContext implements HandlerContext {
     return context.#settled;
   }
 
+  /**
+   * The store's error, when the handler failed by the store's failure to save one of its
+   * recovery points (a database that went away): then the attempt is the store's failure,
+   * as a claim or a completion that fails is, not an outcome of the handler's to store or
+   * release with the store's words in it. A handler that caught it and answered anyway is
+   * judged by its answer.
+   */
+  static failedByStore(context: AttemptContext, error: unknown): { error: unknown } | undefined {
+    const failed = context.#storeFailed;
+    if (failed === undefined) return undefined;
+    // Adapters may wrap what the handler threw (tRPC makes it a TRPCError's cause).
+    let link: unknown = error;
+    for (let depth = 0; depth < 8; depth++) {
+      if (link === failed.error) return failed;
+      if (!(link instanceof Error)) return undefined;
+      link = link.cause;
+    }
+    return undefined;
+  }
+
   async #step<S>(name: string, fn: () => Promise<S> | S): Promise<S> {
     const { store, serializer } = this.#host;
     if (this.#settled) throw this.#settled.error;
@@ -110,7 +133,12 @@ export class AttemptContext implements HandlerContext {
       }
       throw this.#settled.error;
     }
-    await store.saveStep(this.#record, name, json);
+    try {
+      await store.saveStep(this.#record, name, json);
+    } catch (error) {
+      if (!isLeaseLostError(error)) this.#storeFailed ??= { error };
+      throw error;
+    }
     if (this.#steps === this.#record.steps) this.#steps = { ...this.#steps };
     this.#steps[name] = json;
     return value;

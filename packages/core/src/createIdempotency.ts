@@ -158,6 +158,13 @@ class LeaseEngine implements Idempotency {
     lease.stop();
     const settledBy = AttemptContext.settledBy(context);
     if (settledBy) return { ok: false, replayed: false, error: settledBy.error };
+    // The store failed under a recovery point: thrown, as a failed claim or completion is.
+    // The key stays claimed until its lease ends; a retry then takes it over and resumes
+    // from the recovery points that were saved.
+    const storeFailed = outcome.ok
+      ? undefined
+      : AttemptContext.failedByStore(context, outcome.error);
+    if (storeFailed) throw storeFailed.error;
     if (!outcome.ok) return this.#settler.failed(claim.record, outcome.error, startedAt);
     return this.#settler.succeeded(claim.record, outcome, startedAt);
   }
