@@ -166,6 +166,28 @@ describe('idempotent() through createCaller', () => {
     });
   });
 
+  it('answers a recovery point the store could not save as the store’s failure, without its words', async () => {
+    const memory = memoryStore();
+    const lost = new Error('Failed query: update "idem_keys" set "steps" = $1');
+    const store = { ...memory, saveStep: () => Promise.reject(lost) };
+    for (const method of ['claim', 'complete', 'release', 'heartbeat', 'get'] as const) {
+      Object.assign(store, { [method]: memory[method].bind(memory) });
+    }
+    const router = t.router({
+      pay: t.procedure
+        .use(idempotent({ store, scope: () => 'x', onStoreError: () => undefined }))
+        .mutation(async ({ ctx }) => ctx.idempotency.step('charge', () => 'ch_1')),
+    });
+    const failed = await t
+      .createCallerFactory(router)(context('k'))
+      .pay()
+      .catch((error: unknown) => error);
+    expect(failed).toMatchObject({ code: 'INTERNAL_SERVER_ERROR' });
+    expect((failed as Error).message).toMatch(/idempotency store failed/i);
+    expect((failed as Error).message).not.toMatch(/idem_keys|update/);
+    expect((await memory.get('x/pay', 'k'))?.status).toBe('in_progress');
+  });
+
   it('works the same through .concat(idempotentProcedure(...))', async () => {
     let runs = 0;
     const app = initTRPC.context<Context>().create();
