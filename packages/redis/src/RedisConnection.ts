@@ -78,25 +78,56 @@ function isNoScript(error: unknown): boolean {
 }
 
 /**
- * The store's way of sending scripts on `client`, made once per store.
+ * Sends one plain command (`args`, the command's name first) to the one node a client
+ * talks to; `what` and `key` name it in a timeout's error.
+ */
+export type CommandSender = (what: string, key: string, args: string[]) => Promise<unknown>;
+
+/** How the store talks to Redis: scripts, and plain commands where the client allows them. */
+export interface RedisSenders {
+  script: ScriptSender;
+  /**
+   * Plain commands on the one node: only on a `createClient()` without a key prefix of its
+   * own (a cluster routes by key, and a client's `keyPrefix` would not reach a raw command).
+   */
+  command: CommandSender | undefined;
+}
+
+/** One node's raw `sendCommand`, or undefined when `client` is not a plain one-node client. */
+function rawCommand(client: ScriptRunner & CommandOptionsOf): CommandSender | undefined {
+  const { sendCommand } = client;
+  if ('masters' in client || client._keyPrefix !== undefined || sendCommand === undefined) {
+    return undefined;
+  }
+  return (_what, _key, args) => sendCommand.call(client, args);
+}
+
+/**
+ * The store's ways of sending to `client`, made once per store.
  *
  * node-redis 6 bounds every command by its client's `commandOptions.timeout` (5 s unless
  * set) with an `AbortSignal.timeout` of its own, which costs several times what the
  * command costs in the client once calls overlap. The store keeps that bound, the same
  * number of milliseconds, with one timer for all its calls ({@link CommandBound}), and
- * sends its scripts through a view of the client without it. A client whose timeout is
- * off (0) gets no bound, as before.
+ * sends through a view of the client without it. A client whose timeout is off (0) gets
+ * no bound, as before.
  */
-export function scriptSender(client: RedisConnection): ScriptSender {
+export function redisSenders(client: RedisConnection): RedisSenders {
   const runner = client as RedisConnection & CommandOptionsOf;
   const { _commandOptions: options, withCommandOptions } = runner;
   const timeoutMs = options?.timeout;
   if (!(typeof timeoutMs === 'number' && timeoutMs > 0) || withCommandOptions === undefined) {
-    return scriptCall(runner);
+    return { script: scriptCall(runner), command: rawCommand(runner) };
   }
-  const call = scriptCall(withCommandOptions.call(client, { ...options, timeout: 0 }));
+  const unbounded = withCommandOptions.call(client, { ...options, timeout: 0 });
+  const call = scriptCall(unbounded);
+  const raw = rawCommand(unbounded);
   const bound = new CommandBound(timeoutMs);
-  return (script, key, args) => bound.run(script.name, key, () => call(script, key, args));
+  return {
+    script: (script, key, args) =>
+      bound.run(`${script.name} script`, key, () => call(script, key, args)),
+    command: raw && ((what, key, args) => bound.run(what, key, () => raw(what, key, args))),
+  };
 }
 
 /**

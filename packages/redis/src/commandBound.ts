@@ -3,16 +3,16 @@ interface Pending {
   readonly deadline: number;
   settled: boolean;
   readonly fail: (error: Error) => void;
-  /** What was sent, for the error: the script's name and the record's Redis key. */
-  readonly script: string;
+  /** What was sent, for the error: `claim script`, say, and the record's Redis key. */
+  readonly what: string;
   readonly key: string;
 }
 
 /** A store call that Redis did not answer within the client's command timeout. */
 export class RedisCommandTimeoutError extends Error {
-  constructor(script: string, key: string, timeoutMs: number) {
+  constructor(what: string, key: string, timeoutMs: number) {
     super(
-      `redisStore: Redis did not answer the ${script} script on ${key} within ${timeoutMs} ms (the client's command timeout, commandOptions.timeout); the call may still run on the server. Check that Redis is up and reachable, or raise the timeout.`,
+      `redisStore: Redis did not answer the ${what} on ${key} within ${timeoutMs} ms (the client's command timeout, commandOptions.timeout); the call may still run on the server. Check that Redis is up and reachable, or raise the timeout.`,
     );
     this.name = 'TimeoutError';
   }
@@ -37,13 +37,13 @@ export class CommandBound {
   }
 
   /** `send()`, failed with {@link RedisCommandTimeoutError} if it has not settled in time. */
-  run<T>(script: string, key: string, send: () => Promise<T>): Promise<T> {
+  run<T>(what: string, key: string, send: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const pending: Pending = {
         deadline: performance.now() + this.#timeoutMs,
         settled: false,
         fail: reject,
-        script,
+        what,
         key,
       };
       this.#queue.push(pending);
@@ -93,7 +93,7 @@ export class CommandBound {
       if (pending.settled) continue;
       if (pending.deadline > now) break;
       pending.settled = true;
-      pending.fail(new RedisCommandTimeoutError(pending.script, pending.key, this.#timeoutMs));
+      pending.fail(new RedisCommandTimeoutError(pending.what, pending.key, this.#timeoutMs));
     }
     if (head >= queue.length) {
       // Every call settled: the next call arms the timer again.

@@ -10,15 +10,17 @@ import {
   type StoredOutcome,
   type SweepOptions,
 } from '@idem/core/store';
+import { newKeyClaim } from './newKeyClaim.js';
 import {
   type RedisConnection,
+  redisSenders,
   type ScriptSender,
   scanKeys,
-  scriptSender,
 } from './RedisConnection.js';
 import { recordKey, recordKeyPattern } from './recordKey.js';
 import { claimResultOf, recordOf } from './scriptReplies.js';
 import { type LuaScript, scripts } from './scripts.js';
+import { ServerClockBound } from './serverClock.js';
 
 export interface RedisStoreOptions {
   /**
@@ -32,8 +34,11 @@ export interface RedisStoreOptions {
    *
    * By default the store reads the REDIS SERVER's clock (`TIME`, inside each script), so
    * every app server judges leases by one clock, and Redis deletes each record (`PEXPIRE`)
-   * the moment it expires. With a `clock` the scripts use that clock's `now()` instead, as
-   * the conformance tests do with a `manualClock`; Redis cannot expire keys by a clock it does
+   * the moment it expires. A new key claimed without a script is stamped with an upper
+   * bound of that clock (`ServerClockBound`): never earlier, later by at most a round trip.
+   *
+   * With a `clock` the scripts use that clock's `now()` instead, as the conformance tests
+   * do with a `manualClock`; Redis cannot expire keys by a clock it does
    * not know, so records then stay until `sweep` deletes them or a claim resets them.
    * @default the Redis server's clock
    */
@@ -46,8 +51,10 @@ export interface RedisStoreOptions {
  *
  * `claim`, `complete`, `release`, `heartbeat`, `saveStep`, `get` and each key of a `sweep`
  * are one Lua script each (`EVALSHA`, and `EVAL` once when the server does not have it
- * cached), atomic on the server and touching one key: one round trip per call. One record
- * is one Redis string, recovery points included: one `GET` and at most one `SET` a call.
+ * cached), atomic on the server and touching one key: one round trip per call. On a
+ * one-node client, a new key's claim and a replay are one plain `SET … NX … GET` instead
+ * (see `newKeyClaim`). One record is one Redis string, recovery points included: one `GET`
+ * and at most one `SET` a call.
  *
  * @example
  * const client = await createClient({ url: process.env.REDIS_URL }).connect();
@@ -59,12 +66,20 @@ export function redisStore(
 ): IdempotencyStore {
   const prefix = keyPrefixOf(options.keyPrefix);
   const { clock } = options;
-  const send = scriptSender(client);
+  const { script: send, command } = redisSenders(client);
   /** ARGV[1] and ARGV[2] of every script: the injected "now" (or the server's), and expiry. */
   const time = (): [string, string] => (clock ? [String(clock.now()), '0'] : ['', '1']);
   /** Runs `script` on the record `(scope, key)`: the time, then `args`. */
   const run = (script: LuaScript, scope: string, key: string, ...args: string[]) =>
     send(script, recordKey(prefix, scope, key), [...time(), ...args]);
+  const serverClock = command && !clock ? new ServerClockBound(command) : undefined;
+  const plainClaim =
+    command &&
+    newKeyClaim(
+      command,
+      clock ? () => ({ now: clock.now(), error: 0 }) : () => serverClock?.read(),
+      clock === undefined,
+    );
 
   const fenced = async (token: LeaseToken, script: keyof typeof scripts, ...args: string[]) => {
     const { scope, key, version, createdAt } = token;
@@ -83,14 +98,15 @@ export function redisStore(
     async claim(request: ClaimRequest): Promise<ClaimResult> {
       requirePositive('leaseMs', request.leaseMs, { unit: 'milliseconds' });
       requirePositive('ttlMs', request.ttlMs, { unit: 'milliseconds' });
-      const reply = await run(
-        scripts.claim,
-        request.scope,
-        request.key,
+      const redisKey = recordKey(prefix, request.scope, request.key);
+      const plain = await plainClaim?.(request, redisKey);
+      if (plain !== undefined) return plain;
+      const reply = await send(scripts.claim, redisKey, [
+        ...time(),
         JSON.stringify(request.fingerprint),
         String(request.leaseMs),
         String(request.ttlMs),
-      );
+      ]);
       return claimResultOf(request, reply);
     },
 

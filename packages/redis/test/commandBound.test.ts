@@ -11,9 +11,9 @@ describe('CommandBound', () => {
 
   const never = () => new Promise<never>(() => {});
 
-  it('fails a call that is not answered within the timeout, naming the script and the key', async () => {
+  it('fails a call that is not answered within the timeout, naming what was sent and the key', async () => {
     const bound = new CommandBound(1_000);
-    const call = bound.run('claim', 'idem:{1:s:k}', never);
+    const call = bound.run('claim script', 'idem:{1:s:k}', never);
     const settled = vi.fn();
     call.catch(settled);
     await vi.advanceTimersByTimeAsync(999);
@@ -27,19 +27,19 @@ describe('CommandBound', () => {
 
   it('answers settled calls as they are and keeps bounding the ones still waiting', async () => {
     const bound = new CommandBound(1_000);
-    expect(await bound.run('read', 'a', async () => 'first')).toBe('first');
+    expect(await bound.run('read script', 'a', async () => 'first')).toBe('first');
     await expect(
-      bound.run('read', 'b', async () => {
+      bound.run('read script', 'b', async () => {
         throw new Error('WRONGTYPE');
       }),
     ).rejects.toThrow('WRONGTYPE');
     await vi.advanceTimersByTimeAsync(600);
     // Sent 600 ms after the timer was armed: its deadline comes after the first check.
-    const late = bound.run('complete', 'c', never);
+    const late = bound.run('complete script', 'c', never);
     late.catch(() => {});
     let answer: (value: string) => void = () => {};
     const answered = bound.run(
-      'read',
+      'read script',
       'd',
       () => new Promise<string>((resolve) => (answer = resolve)),
     );
