@@ -2,6 +2,7 @@ import type { Clock } from '@idem/core';
 import { and, eq, notExists, sql } from 'drizzle-orm';
 import type { PgUpdateSetSource, SelectedFieldsFlat } from 'drizzle-orm/pg-core';
 import { deleteSkipLocked } from './deleteSkipLocked.js';
+import { directPrepared } from './directQuery.js';
 import { keyLockArgs } from './keyLock.js';
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
@@ -59,18 +60,20 @@ export function prepareStatements(
     expiresAt: sqlLater(parts.now, param.ttlMs),
   } as const;
   const fencedUpdate = (statement: string, set: FencedSet) =>
-    once(() => fencedUpdateOf(parts, set).prepare(name(statement)));
+    once(() => directPrepared(fencedUpdateOf(parts, set).prepare(name(statement))));
   return {
-    insertNew: once(() => insertNewKey(parts, COLUMNS).prepare(name('insert_new'))),
+    insertNew: once(() => directPrepared(insertNewKey(parts, COLUMNS).prepare(name('insert_new')))),
     // Transaction mode's claim takes the key's lock in the new row's values, which only a
     // row the insert tries computes: it keeps the statement that tries every key.
     claim: once(() =>
-      (boundLockWait || keyLock
-        ? claimStatement(parts)
-        : readFirstClaim(parts, parts.newKey)
-      ).prepare(name('claim')),
+      directPrepared(
+        (boundLockWait || keyLock
+          ? claimStatement(parts)
+          : readFirstClaim(parts, parts.newKey)
+        ).prepare(name('claim')),
+      ),
     ),
-    takeOver: once(() => takeOverStatement(parts).prepare(name('take_over'))),
+    takeOver: once(() => directPrepared(takeOverStatement(parts).prepare(name('take_over')))),
     complete: fencedUpdate('complete', completion),
     release: fencedUpdate('release', { lockedUntil: parts.now }),
     heartbeat: fencedUpdate('heartbeat', { lockedUntil: sqlLater(parts.now, param.leaseMs) }),
@@ -78,20 +81,24 @@ export function prepareStatements(
       steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
     }),
     read: once(() =>
-      db
-        .select({ ...COLUMNS, nowMs })
-        .from(keys)
-        .where(byId)
-        .prepare(name('read')),
+      directPrepared(
+        db
+          .select({ ...COLUMNS, nowMs })
+          .from(keys)
+          .where(byId)
+          .prepare(name('read')),
+      ),
     ),
     // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
     // right now is left to that claim.
     sweep: once(() =>
-      deleteSkipLocked(db, keys, {
-        key: [keys.scope, keys.key],
-        doomed: parts.expired,
-        limit: param.limit,
-      }).prepare(name('sweep')),
+      directPrepared(
+        deleteSkipLocked(db, keys, {
+          key: [keys.scope, keys.key],
+          doomed: parts.expired,
+          limit: param.limit,
+        }).prepare(name('sweep')),
+      ),
     ),
     /** Statements as built, unprepared, for `renderedStatement`. */
     unprepared: {

@@ -1,4 +1,10 @@
 import { Placeholder, type SQL, type SQLChunk, sql } from 'drizzle-orm';
+import {
+  type DirectStatement,
+  directStatementOf,
+  postgresJsClientOf,
+  runDirect,
+} from './directQuery.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
 /** A statement as Drizzle renders it: its text, `$n` for each parameter, and the parameters. */
@@ -23,7 +29,8 @@ type RowOf<TSelection extends Record<string, SQL.Aliased>> = {
  * body of a `WITH` whose rows a plain `SELECT` returns. Per call Drizzle only wraps that in
  * the select and prepares it under `name`: the driver sees one text and, for postgres-js,
  * prepares it once per connection, where `db.execute` would have Postgres parse and plan it
- * on every call.
+ * on every call. On postgres-js, with no logger of the app's, not even that: the query
+ * Drizzle built the first time is sent as it is on each transaction's own connection.
  *
  * `selection` names the statement's `RETURNING` columns (`sql<T>\`column\``), as the rows
  * will carry them.
@@ -52,16 +59,26 @@ export function renderedStatement<TSelection extends Record<string, SQL.Aliased>
       index < params.length ? [sql.raw(piece), chunkOf(params[index])] : [sql.raw(piece)],
     ),
   );
+  const prepare = (db: PgDatabaseLike) => {
+    // Typed loosely for `from()`, whose check for an empty selection a generic defeats.
+    const body = db.$with(name, selection as Record<string, SQL.Aliased>).as(flat);
+    return db.with(body).select().from(body).prepare(name);
+  };
+  // On postgres-js the query is built once, on the first database it runs on, and sent as
+  // it is on every later transaction's connection (`runDirect`).
+  let direct: DirectStatement | undefined | null;
   return {
     /** Runs the statement on `db` (a database or a transaction) with `values` bound. */
     async execute(
       db: PgDatabaseLike,
       values: Record<string, unknown>,
     ): Promise<RowOf<TSelection>[]> {
-      // Typed loosely for `from()`, whose check for an empty selection a generic defeats.
-      const body = db.$with(name, selection as Record<string, SQL.Aliased>).as(flat);
-      const rows = await db.with(body).select().from(body).prepare(name).execute(values);
-      return rows as RowOf<TSelection>[];
+      const client = direct === null ? undefined : postgresJsClientOf(db);
+      if (client) {
+        direct ??= directStatementOf(prepare(db)) ?? null;
+        if (direct) return (await runDirect(direct, client, values)) as RowOf<TSelection>[];
+      }
+      return (await prepare(db).execute(values)) as RowOf<TSelection>[];
     },
   };
 }

@@ -1,0 +1,123 @@
+import * as drizzle from 'drizzle-orm';
+import { DrizzleQueryError, entityKind, fillPlaceholders, is, NoopLogger } from 'drizzle-orm';
+
+/**
+ * Drizzle's row mapper, exported at run time but not by its declarations; a Drizzle without
+ * it runs every statement itself.
+ */
+const mapResultRow = (drizzle as unknown as { mapResultRow?: MapResultRow }).mapResultRow;
+type MapResultRow = (
+  fields: unknown,
+  row: unknown[],
+  joinsNotNullableMap: Record<string, boolean> | undefined,
+) => unknown;
+
+/** A postgres-js `Sql` (a pool, a reserved connection or a transaction) as idem sends on it. */
+interface PostgresJsSql {
+  unsafe(
+    query: string,
+    params: unknown[],
+    options: { prepare: boolean },
+  ): Promise<unknown[]> & { values(): Promise<unknown[][]> };
+}
+
+/** A statement that runs with its placeholders' values. */
+interface Executable {
+  execute(values?: Record<string, unknown>): Promise<unknown>;
+}
+
+/**
+ * What Drizzle's postgres-js prepared query keeps of a statement (read at run time, not
+ * declared by its types): its text, its parameters (placeholders among them), and how it
+ * maps rows.
+ */
+export interface DirectStatement {
+  readonly queryString: string;
+  readonly params: unknown[];
+  readonly fields: unknown;
+  readonly joinsNotNullableMap: Record<string, boolean> | undefined;
+  readonly prepare: boolean;
+  readonly mapRow: MapResultRow;
+}
+
+const kindOf = (value: unknown) =>
+  (value as { constructor?: { [entityKind]?: unknown } } | undefined)?.constructor?.[entityKind];
+
+const isPostgresJsSql = (client: unknown): client is PostgresJsSql =>
+  typeof (client as Partial<PostgresJsSql> | undefined)?.unsafe === 'function';
+
+/**
+ * The statement of a Drizzle postgres-js prepared query, or undefined for another driver,
+ * a query that maps its rows its own way, or a Drizzle that keeps them elsewhere.
+ */
+export function directStatementOf(prepared: unknown): DirectStatement | undefined {
+  if (mapResultRow === undefined || kindOf(prepared) !== 'PostgresJsPreparedQuery') return;
+  const query = prepared as Partial<DirectStatement> & { customResultMapper?: unknown };
+  const { queryString, params, fields, joinsNotNullableMap, prepare } = query;
+  if (
+    query.customResultMapper !== undefined ||
+    typeof queryString !== 'string' ||
+    !Array.isArray(params) ||
+    typeof prepare !== 'boolean'
+  ) {
+    return;
+  }
+  return { queryString, params, fields, joinsNotNullableMap, prepare, mapRow: mapResultRow };
+}
+
+/**
+ * The postgres-js client of `db` (a Drizzle database or transaction) when idem may send its
+ * statements on it directly: Drizzle's postgres-js session with no logger of the app's (with
+ * one, Drizzle runs them, so the logger hears every statement).
+ */
+export function postgresJsClientOf(db: unknown): PostgresJsSql | undefined {
+  const session = (db as { session?: { client?: unknown; logger?: unknown } }).session;
+  if (kindOf(session) !== 'PostgresJsSession' || !is(session?.logger, NoopLogger)) return;
+  const client = session?.client;
+  return isPostgresJsSql(client) ? client : undefined;
+}
+
+/**
+ * Runs `statement` on `client` with `values` bound, its rows mapped as Drizzle maps them and
+ * a failure wrapped as Drizzle wraps it (`DrizzleQueryError`, the driver's error its cause).
+ */
+export async function runDirect(
+  statement: DirectStatement,
+  client: PostgresJsSql,
+  values: Record<string, unknown>,
+): Promise<unknown[]> {
+  const { queryString, fields, prepare } = statement;
+  const bound = fillPlaceholders(statement.params, values);
+  let rows: unknown[];
+  try {
+    rows = fields
+      ? await client.unsafe(queryString, bound, { prepare }).values()
+      : await client.unsafe(queryString, bound, { prepare });
+  } catch (error) {
+    throw new DrizzleQueryError(queryString, bound, error as Error);
+  }
+  if (!fields) return rows;
+  return (rows as unknown[][]).map((row) =>
+    statement.mapRow(fields, row, statement.joinsNotNullableMap),
+  );
+}
+
+/**
+ * `prepared` itself, or, on Drizzle's postgres-js driver with no logger of the app's, the
+ * same statement sent straight to postgres-js: the same text, the same parameters
+ * (`fillPlaceholders`), the same named prepared statement per connection and the same row
+ * mapping (`mapResultRow`), without what Drizzle wraps around every execution (three tracer
+ * frames, the query cache's checks, the logger), which costs idem's hot path more CPU than
+ * the rest of its own work per statement. idem's statements are writes and reads of the key
+ * that must never come from a cache anyway.
+ */
+export function directPrepared<T extends Executable>(prepared: T): Pick<T, 'execute'> {
+  const statement = directStatementOf(prepared);
+  const client = (prepared as { client?: unknown }).client;
+  const logger = (prepared as { logger?: unknown }).logger;
+  if (statement === undefined || !isPostgresJsSql(client) || !is(logger, NoopLogger)) {
+    return prepared;
+  }
+  const direct: Executable = { execute: (values = {}) => runDirect(statement, client, values) };
+  return direct as Pick<T, 'execute'>;
+}
