@@ -10,12 +10,21 @@ import {
 } from '@idem/core/store';
 import { manualClock } from '@idem/core/testing';
 import { serverClockContract } from '@idem/core/testing/contract';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, DrizzleQueryError, eq, sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { directPrepared } from '../src/postgres/directQuery.js';
 import { drizzleStore } from '../src/postgres/drizzleStore.js';
 import { idempotencyKeys } from '../src/postgres/schema.js';
 import { transactionStores } from '../src/postgres/transactionStores.js';
-import { backends, connect, oneRow, postgresUrl, rows, useDatabase } from './harness.js';
+import {
+  backends,
+  connect,
+  loggedDatabase,
+  oneRow,
+  postgresUrl,
+  rows,
+  useDatabase,
+} from './harness.js';
 
 const LEASE_MS = 1_000;
 const TTL_MS = 60_000;
@@ -529,3 +538,50 @@ for (const backend of backends) {
     }
   });
 }
+
+describe('drizzleStore on postgres-js: statements sent straight to the driver', () => {
+  const database = useDatabase('Postgres');
+
+  it('answers what Drizzle answers, and leaves a database with a logger to Drizzle', async () => {
+    await database().truncate();
+    const heard: string[] = [];
+    const logged = loggedDatabase(database(), { logQuery: (query) => heard.push(query) });
+    try {
+      const direct = drizzleStore(database().db);
+      const viaDrizzle = drizzleStore(logged.db);
+      // The direct path is taken where it may be, and only there.
+      const prepared = database().db.select().from(idempotencyKeys).prepare('idem_test_direct');
+      expect(directPrepared(prepared)).not.toBe(prepared);
+      const loggedPrepared = logged.db.select().from(idempotencyKeys).prepare('idem_test_logged');
+      expect(directPrepared(loggedPrepared)).toBe(loggedPrepared);
+
+      const claimed = await direct.claim(request({ key: 'direct', ttlMs: TTL_MS }));
+      expect(claimed).toMatchObject({ status: 'claimed', takeover: false });
+      await direct.saveStep(tokenOf(claimed), 'charge', { id: 'ch_1', amount: 12.5 });
+      await direct.complete(tokenOf(claimed), { kind: 'success', value: { ok: true } }, TTL_MS);
+      const read = await direct.get('user:1/orders.create', 'direct');
+      expect(read).toEqual(await viaDrizzle.get('user:1/orders.create', 'direct'));
+      expect(read).toMatchObject({
+        status: 'completed',
+        version: 1,
+        steps: { charge: { id: 'ch_1', amount: 12.5 } },
+        outcome: { kind: 'success', value: { ok: true } },
+      });
+      expect(await direct.claim(request({ key: 'direct' }))).toEqual(
+        await viaDrizzle.claim(request({ key: 'direct' })),
+      );
+      // Drizzle ran the logged store's two statements (get, claim): its logger heard them.
+      expect(heard).toHaveLength(2);
+
+      // A failure comes wrapped as Drizzle wraps it: the driver's error, with its code, as
+      // the cause of a DrizzleQueryError.
+      const error = await rejection(
+        direct.claim(request({ key: 'bad', leaseMs: Number.POSITIVE_INFINITY })),
+      );
+      expect(error).toBeInstanceOf(DrizzleQueryError);
+      expect((error as DrizzleQueryError).cause).toHaveProperty('code');
+    } finally {
+      await logged.close();
+    }
+  });
+});
