@@ -22,41 +22,79 @@ import { createHash } from 'node:crypto';
  * JSON text never holds a raw line break, so lines cannot run into each other.
  *
  * Records an earlier version stored as a Redis hash (one field per column, `step:<name>`
- * per recovery point) are read as the same lines (`from_hash`), and written back as a string
+ * per recovery point) are read as the same lines (in `load`), and written back as a string
  * by the next write.
  */
-const PRELUDE = `
+
+/**
+ * The helpers scripts share, in the order they must be defined (a helper uses only those
+ * before it). A script carries only the ones it calls, directly or through another: each is
+ * a closure Redis builds again on every call.
+ */
+const HELPERS: ReadonlyArray<readonly [name: string, source: string]> = [
+  [
+    'clock',
+    `
 local function clock(override)
   if override ~= '' then return tonumber(override) end
   local time = redis.call('TIME')
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
+`,
+  ],
+  [
+    'int',
+    `
 -- Integers as digits: Lua's tostring switches to exponents past 14 digits.
 local function int(n) return string.format('%.0f', n) end
+`,
+  ],
+  [
+    'expired',
+    `
 -- core's isExpired: past expires_at and, for an in-progress record, past its lease too.
 local function expired(status, locked_until, expires_at, now)
   return tonumber(expires_at) <= now
     and (status == 'completed' or locked_until == '-' or tonumber(locked_until) <= now)
 end
+`,
+  ],
+  [
+    'header',
+    `
 -- The header's fields, and where the line after it starts; nil for a value that is not a
 -- record.
 local function header(rec)
   return string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)\\n()')
 end
+`,
+  ],
+  [
+    'record',
+    `
 local function record(status, version, created_at, locked_until, expires_at, attempts,
     completed_at, rest)
   return status .. ' ' .. version .. ' ' .. created_at .. ' ' .. locked_until .. ' ' ..
     expires_at .. ' ' .. attempts .. ' ' .. completed_at .. '\\n' .. rest
 end
--- A string as JSON.stringify writes it: for a hash record's fingerprint and step names.
-local function json_string(s)
-  local escapes = { ['"'] = '\\\\"', ['\\\\'] = '\\\\\\\\', ['\\b'] = '\\\\b', ['\\f'] = '\\\\f',
-    ['\\n'] = '\\\\n', ['\\r'] = '\\\\r', ['\\t'] = '\\\\t' }
-  return '"' .. (string.gsub(s, '[%z\\1-\\31"\\\\]', function(c)
-    return escapes[c] or string.format('\\\\u%04x', string.byte(c))
-  end)) .. '"'
-end
-local function from_hash(key)
+`,
+  ],
+  [
+    'load',
+    `
+-- The record at key, or false when there is none. A hash record (0.1) is read as the same
+-- lines; its helpers are built only then, not on every call.
+local function load(key)
+  local rec = redis.pcall('GET', key)
+  if type(rec) ~= 'table' then return rec end
+  -- A string as JSON.stringify writes it: the fingerprint and step names.
+  local function json_string(s)
+    local escapes = { ['"'] = '\\\\"', ['\\\\'] = '\\\\\\\\', ['\\b'] = '\\\\b', ['\\f'] = '\\\\f',
+      ['\\n'] = '\\\\n', ['\\r'] = '\\\\r', ['\\t'] = '\\\\t' }
+    return '"' .. (string.gsub(s, '[%z\\1-\\31"\\\\]', function(c)
+      return escapes[c] or string.format('\\\\u%04x', string.byte(c))
+    end)) .. '"'
+  end
   local flat = redis.call('HGETALL', key)
   local f, steps = {}, {}
   for i = 1, #flat, 2 do
@@ -72,12 +110,11 @@ local function from_hash(key)
     f['expires_at'], f['attempts'], f['completed_at'] or '-',
     json_string(f['fingerprint']) .. '\\n' .. (f['outcome'] or '') .. '\\n' .. table.concat(steps))
 end
--- The record at key, or false when there is none.
-local function load(key)
-  local rec = redis.pcall('GET', key)
-  if type(rec) == 'table' then return from_hash(key) end
-  return rec
-end
+`,
+  ],
+  [
+    'put',
+    `
 -- Writes the record. Redis deletes the key the moment the record counts as gone: at ends,
 -- its end or its lease's end while in progress, whichever is later (only on the server's
 -- clock, physical = '1'); a record already gone then is deleted now.
@@ -90,6 +127,11 @@ local function put(key, rec, ends, now, physical)
     redis.call('DEL', key)
   end
 end
+`,
+  ],
+  [
+    'held',
+    `
 -- The fenced record: its header when it is in progress under this version and creation
 -- time, else nil.
 local function held(key, version, created_at)
@@ -101,7 +143,9 @@ local function held(key, version, created_at)
   end
   return nil
 end
-`;
+`,
+  ],
+];
 
 /**
  * claim: ARGV[3] fingerprint (as a JSON string), ARGV[4] leaseMs, ARGV[5] ttlMs. Reads the
@@ -207,8 +251,21 @@ export interface LuaScript {
   readonly sha1: string;
 }
 
+/** The helpers `body` calls, directly or through another helper, in definition order. */
+function helpersOf(body: string): string {
+  const needed: string[] = [];
+  let text = body;
+  for (const [name, source] of [...HELPERS].reverse()) {
+    if (new RegExp(`\\b${name}\\(`).test(text)) {
+      needed.unshift(source);
+      text += source;
+    }
+  }
+  return needed.join('');
+}
+
 function script(name: string, body: string): LuaScript {
-  const source = `${PRELUDE}${body}`;
+  const source = `${helpersOf(body)}${body}`;
   return { name, source, sha1: createHash('sha1').update(source).digest('hex') };
 }
 
