@@ -1,15 +1,12 @@
-import { type ClaimRequest, type ClaimResult, decideClaim } from '@idem/core/store';
+import type { Clock } from '@idem/core';
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  decideClaim,
+  type IdempotencyRecord,
+} from '@idem/core/store';
 import type { CommandSender } from './RedisConnection.js';
 import { freshRecord, recordOf } from './scriptReplies.js';
-import type { ServerTime } from './serverClock.js';
-
-/**
- * How much longer than the clock's error a record must live for a claim without a script.
- * A record's creation time names its incarnation in the lease token (versions restart at 1
- * for a key claimed afresh); one stamped up to `error` ms late cannot take the stamp of an
- * incarnation before or after it as long as each lives longer than that.
- */
-const LIFETIME_MARGIN_MS = 1_000;
 
 /** Answers a claim, or undefined when the claim script must decide it. */
 export type NewKeyClaim = (
@@ -19,74 +16,132 @@ export type NewKeyClaim = (
 
 /**
  * The claim of a key with no record (a new key's first call) and of a completed record
- * (a replay), as one plain `SET <key> <record> NX [PX <ms>] GET`, where the claim script
- * costs Redis a Lua call, `TIME`, `GET` and `SET`:
+ * (a replay) as plain commands, where the claim script costs Redis a Lua call, `TIME`,
+ * `GET` and `SET`. On the server's clock, two commands sent together (Redis runs them one
+ * after the other as they arrive):
  *
- * - no record: Redis writes the new record (version 1, one attempt, no steps), stamped with
- *   `time()`'s `now`, and answers nil: claimed. With the server's clock, `now` is an upper
- *   bound of it (see `ServerClockBound`) and the key's expiry covers the bound's error, so
- *   Redis never deletes the record before the end it states.
- * - a completed record that has certainly not expired (its end after `now`): Redis writes
- *   nothing and answers it; the claim table answers replay or mismatch from it.
- * - anything else (a record in progress, one that may have expired, a hash record of 0.1,
- *   a value that is no record): undefined, and the claim script decides, on the server's
- *   clock, as every claim did before.
+ * 1. `SET <key> <new record> NX PX <px> GET`: where the key has no record, Redis writes the
+ *    new one (version 1, one attempt, no steps), its expiry at the SET's own millisecond
+ *    plus `px` (the record's lifetime, the longer of lease and TTL, less the millisecond
+ *    Redis keeps a key through its expiry), and answers nil; otherwise it writes nothing
+ *    and answers what the key holds.
+ * 2. `PEXPIRETIME <key>`: the key's expiry. For the new record, its creation time is exactly
+ *    the server's millisecond of the SET (expiry − px); the record stores its times relative
+ *    to that expiry (`@<px> +<lease> +<ttl>`), which the scripts read the same way, so every
+ *    reader agrees with the lease token to the millisecond. For an existing key, the key
+ *    was there when the SET ran, so the server's "now" was at most its expiry.
  *
- * `time` is undefined while the server's clock is unknown: every claim runs the script.
- * `SET … NX … GET` needs Redis 7.0 (Valkey 7.2): on an older server the first refusal turns
- * this off for the store.
+ * Then:
+ * - nil: claimed. Unless the answers took as long as the record lives: then the record may
+ *   have expired and another taken its place before `PEXPIRETIME` ran, and the claim is
+ *   withdrawn (`retract`: deleted only if it is still exactly the record this SET wrote)
+ *   and left to the script.
+ * - a completed record whose end comes after the key's expiry (as every completion writes
+ *   it): it had not expired when the SET ran, so replay or mismatch, by core's claim table.
+ * - anything else (a record in progress, one that may have expired, a hash record of 0.1, a
+ *   value that is no record): undefined, and the claim script decides, as before.
+ *
+ * With an injected `clock` there is no Redis expiry to read: the new record is stamped
+ * with `clock.now()` as the scripts would, by one `SET <key> <record> NX GET`.
+ *
+ * `SET … NX … GET` and `PEXPIRETIME` need Redis 7.0 (Valkey 7.2): on an older server the
+ * first refusal turns this off for the store. A client that is not connected (`ready()`
+ * false: node-redis queues commands until it reconnects) leaves every claim to the script.
  */
 export function newKeyClaim(
   command: CommandSender,
-  time: () => ServerTime | undefined,
-  physicalExpiry: boolean,
+  clock: Clock | undefined,
+  retract: (redisKey: string, record: string) => Promise<unknown>,
+  ready: () => boolean,
 ): NewKeyClaim {
   let unsupported = false;
+  const refused = (error: unknown): undefined => {
+    const message = error instanceof Error ? error.message : '';
+    // A hash record of 0.1: only the script reads it.
+    if (message.startsWith('WRONGTYPE')) return undefined;
+    if (message.startsWith('ERR syntax error') || message.startsWith('ERR unknown command')) {
+      unsupported = true; // Redis before 7.0
+      return undefined;
+    }
+    throw error;
+  };
   return (request, redisKey) => {
     const { leaseMs, ttlMs } = request;
     if (unsupported || !Number.isInteger(leaseMs) || !Number.isInteger(ttlMs)) return undefined;
-    const clock = time();
-    if (clock === undefined || !Number.isSafeInteger(clock.now)) return undefined;
+    if (!ready()) return undefined;
+    const fingerprint = JSON.stringify(request.fingerprint);
+    if (clock) {
+      const now = clock.now();
+      if (!Number.isSafeInteger(now)) return undefined;
+      const ends = { lockedUntil: now + leaseMs, expiresAt: now + ttlMs };
+      const text = `in_progress 1 ${now} ${ends.lockedUntil} ${ends.expiresAt} 1 -\n${fingerprint}\n\n`;
+      return command('claim (SET NX)', redisKey, ['SET', redisKey, text, 'NX', 'GET']).then(
+        (reply) =>
+          reply === null || reply === undefined
+            ? { status: 'claimed', takeover: false, record: freshRecord(request, now, 1, ends) }
+            : answerExisting(request, reply, now),
+        refused,
+      );
+    }
     const lifetime = Math.max(leaseMs, ttlMs);
-    if (clock.error > 0 && lifetime <= clock.error + LIFETIME_MARGIN_MS) return undefined;
-    const { now } = clock;
-    const lockedUntil = now + leaseMs;
-    const expiresAt = now + ttlMs;
-    const text = `in_progress 1 ${now} ${lockedUntil} ${expiresAt} 1 -\n${JSON.stringify(request.fingerprint)}\n\n`;
-    const args = ['SET', redisKey, text, 'NX'];
-    if (physicalExpiry) args.push('PX', String(Math.ceil(lifetime + clock.error)));
-    args.push('GET');
-    return command('claim (SET NX)', redisKey, args).then(
-      (reply): ClaimResult | undefined => {
-        if (reply === null || reply === undefined) {
-          return {
-            status: 'claimed',
-            takeover: false,
-            record: freshRecord(request, now, 1, { lockedUntil, expiresAt }),
-          };
-        }
-        const existing = String(reply);
-        if (!existing.startsWith('completed ')) return undefined;
-        let record: ReturnType<typeof recordOf>;
-        try {
-          record = recordOf(request.scope, request.key, existing);
-        } catch {
-          return undefined; // not the store's layout: the script says what the key holds
-        }
-        if (!(record.expiresAt > now)) return undefined;
-        const decision = decideClaim(record, request, now);
-        return decision.status === 'claimed' ? undefined : decision;
-      },
-      (error: unknown) => {
-        const message = error instanceof Error ? error.message : '';
-        // A hash record of 0.1: only the script reads it.
-        if (message.startsWith('WRONGTYPE')) return undefined;
-        if (message.startsWith('ERR syntax error')) {
-          unsupported = true; // SET … NX … GET needs Redis 7.0
-          return undefined;
-        }
-        throw error;
-      },
-    );
+    if (lifetime < 2) return undefined;
+    const px = lifetime - 1;
+    const text = `in_progress 1 @${px} +${leaseMs} +${ttlMs} 1 -\n${fingerprint}\n\n`;
+    const sentAt = performance.now();
+    // Sent in this order, in this tick, on the one connection: Redis runs them in turn.
+    const set = command('claim (SET NX)', redisKey, [
+      'SET',
+      redisKey,
+      text,
+      'NX',
+      'PX',
+      String(px),
+      'GET',
+    ]);
+    const expiry = command('claim (PEXPIRETIME)', redisKey, ['PEXPIRETIME', redisKey]);
+    return Promise.allSettled([set, expiry]).then(async ([written, expireAt]) => {
+      if (written.status === 'rejected') return refused(written.reason);
+      const reply = written.value;
+      const keyExpiry = expireAt.status === 'fulfilled' ? Number(expireAt.value) : Number.NaN;
+      if (reply !== null && reply !== undefined) {
+        return keyExpiry > 0 ? answerExisting(request, reply, keyExpiry) : undefined;
+      }
+      // The SET wrote the new record: it stands only with its exact creation time.
+      const created = keyExpiry - px;
+      if (created > 0 && performance.now() - sentAt < lifetime) {
+        const ends = { lockedUntil: created + leaseMs, expiresAt: created + ttlMs };
+        return {
+          status: 'claimed',
+          takeover: false,
+          record: freshRecord(request, created, 1, ends),
+        };
+      }
+      await retract(redisKey, text);
+      return expireAt.status === 'rejected' ? refused(expireAt.reason) : undefined;
+    });
   };
+}
+
+/**
+ * A claim's answer from the record a SET found: replay or mismatch for a completed record
+ * whose end comes after `aliveUntil` (the server's "now" was before that when the SET ran);
+ * undefined (the script decides) for anything else.
+ */
+function answerExisting(
+  request: ClaimRequest,
+  reply: unknown,
+  aliveUntil: number,
+): ClaimResult | undefined {
+  const existing = String(reply);
+  if (!existing.startsWith('completed ')) return undefined;
+  let record: IdempotencyRecord;
+  try {
+    record = recordOf(request.scope, request.key, existing);
+  } catch {
+    return undefined; // not the store's layout: the script says what the key holds
+  }
+  // Not expired at any "now" up to aliveUntil; judged at aliveUntil, replay or mismatch.
+  if (!(record.expiresAt > aliveUntil)) return undefined;
+  const decision = decideClaim(record, request, aliveUntil);
+  return decision.status === 'claimed' ? undefined : decision;
 }

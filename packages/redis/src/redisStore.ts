@@ -20,7 +20,6 @@ import {
 import { recordKey, recordKeyPattern } from './recordKey.js';
 import { claimResultOf, recordOf } from './scriptReplies.js';
 import { type LuaScript, scripts } from './scripts.js';
-import { ServerClockBound } from './serverClock.js';
 
 export interface RedisStoreOptions {
   /**
@@ -34,8 +33,8 @@ export interface RedisStoreOptions {
    *
    * By default the store reads the REDIS SERVER's clock (`TIME`, inside each script), so
    * every app server judges leases by one clock, and Redis deletes each record (`PEXPIRE`)
-   * the moment it expires. A new key claimed without a script is stamped with an upper
-   * bound of that clock (`ServerClockBound`): never earlier, later by at most a round trip.
+   * the moment it expires. A new key claimed without a script is stamped with the
+   * server's millisecond of its `SET` (read back from the key's expiry).
    *
    * With a `clock` the scripts use that clock's `now()` instead, as the conformance tests
    * do with a `manualClock`; Redis cannot expire keys by a clock it does
@@ -72,13 +71,14 @@ export function redisStore(
   /** Runs `script` on the record `(scope, key)`: the time, then `args`. */
   const run = (script: LuaScript, scope: string, key: string, ...args: string[]) =>
     send(script, recordKey(prefix, scope, key), [...time(), ...args]);
-  const serverClock = command && !clock ? new ServerClockBound(command) : undefined;
   const plainClaim =
     command &&
     newKeyClaim(
       command,
-      clock ? () => ({ now: clock.now(), error: 0 }) : () => serverClock?.read(),
-      clock === undefined,
+      clock,
+      (redisKey, record) => send(scripts.retract, redisKey, [...time(), record]),
+      // node-redis queues commands while it reconnects (`isReady` false meanwhile).
+      () => (client as { isReady?: unknown }).isReady !== false,
     );
 
   const fenced = async (token: LeaseToken, script: keyof typeof scripts, ...args: string[]) => {

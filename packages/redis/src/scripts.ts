@@ -21,6 +21,15 @@ import { createHash } from 'node:crypto';
  * as the engine sent it (Lua never decodes them, so nothing is reordered or rounded), and
  * JSON text never holds a raw line break, so lines cannot run into each other.
  *
+ * A new record written without a script (a plain `SET … NX PX <px>`, see `newKeyClaim`)
+ * cannot know the server's time, so its header holds its times relative to the key's
+ * expiry, which Redis set to the SET's own time plus `px`:
+ *
+ *     in_progress 1 @<px> +<lease ms> +<ttl ms> 1 -
+ *
+ * `load` reads such a header as the absolute one (created_at = `PEXPIRETIME` − px, to the
+ * millisecond), and every script's next write stores it absolute.
+ *
  * Records an earlier version stored as a Redis hash (one field per column, `step:<name>`
  * per recovery point) are read as the same lines (in `load`), and written back as a string
  * by the next write.
@@ -82,10 +91,18 @@ end
   [
     'load',
     `
--- The record at key, or false when there is none. A hash record (0.1) is read as the same
--- lines; its helpers are built only then, not on every call.
+-- The record at key, or false when there is none. A new record that a plain SET wrote has
+-- its times relative to the key's expiry (see above): they are read as epoch milliseconds.
+-- A hash record (0.1) is read as the same lines; its helpers are built only then.
 local function load(key)
   local rec = redis.pcall('GET', key)
+  if type(rec) == 'string' then
+    local head, px, lease, ttl, at = string.match(rec, '^(%S+ %S+ )@(%d+) %+(%d+) %+(%d+) ()')
+    if not head then return rec end
+    local created = redis.call('PEXPIRETIME', key) - tonumber(px)
+    return head .. int(created) .. ' ' .. int(created + tonumber(lease)) .. ' ' ..
+      int(created + tonumber(ttl)) .. ' ' .. string.sub(rec, at)
+  end
   if type(rec) ~= 'table' then return rec end
   -- A string as JSON.stringify writes it: the fingerprint and step names.
   local function json_string(s)
@@ -117,12 +134,15 @@ end
     `
 -- Writes the record. Redis deletes the key the moment the record counts as gone: at ends,
 -- its end or its lease's end while in progress, whichever is later (only on the server's
--- clock, physical = '1'); a record already gone then is deleted now.
+-- clock, physical = '1'); a record already gone then is deleted now. Redis keeps a key
+-- through the millisecond of its expiry, so the expiry is the millisecond before ends: a
+-- key that exists holds a record that has not ended by the server's clock, which is how a
+-- plain SET … GET tells a live completed record (its expires_at after the key's expiry).
 local function put(key, rec, ends, now, physical)
   if physical ~= '1' then
     redis.call('SET', key, rec)
   elseif ends > now then
-    redis.call('SET', key, rec, 'PX', int(ends - now))
+    redis.call('SET', key, rec, 'PX', int(math.max(1, ends - now - 1)))
   else
     redis.call('DEL', key)
   end
@@ -243,6 +263,15 @@ if status and expired(status, locked_until, expires_at, now) then return redis.c
 return 0
 `;
 
+/**
+ * retract: ARGV[3] the record a plain `SET … NX` wrote. Deletes the key only while it holds
+ * exactly that text (nobody has taken over, completed or changed it since); answers 1 or 0.
+ */
+const RETRACT = `
+if redis.pcall('GET', KEYS[1]) == ARGV[3] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
 /** A script's source and the SHA-1 that `EVALSHA` names it by. */
 export interface LuaScript {
   /** Its name, for errors. */
@@ -276,4 +305,5 @@ export const scripts = {
   saveStep: script('saveStep', SAVE_STEP),
   read: script('read', READ),
   sweepOne: script('sweepOne', SWEEP_ONE),
+  retract: script('retract', RETRACT),
 };

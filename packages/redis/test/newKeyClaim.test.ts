@@ -1,161 +1,189 @@
+import { manualClock } from '@idem/core/testing';
 import { claimRequest } from '@idem/core/testing/contract';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { newKeyClaim } from '../src/newKeyClaim.js';
 import type { CommandSender } from '../src/RedisConnection.js';
-import { ServerClockBound } from '../src/serverClock.js';
 
-describe('ServerClockBound', () => {
-  beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['performance', 'Date'] });
-  });
+const SECOND = 1_700_000_000;
+/** The server's clock in these tests: TIME answers it, PEXPIRETIME counts from it. */
+const NOW = SECOND * 1000 + 250;
+const completed = (expiresAt: number, fingerprint = 'fp-a') =>
+  `completed 1 1 - ${expiresAt} 1 2\n"${fingerprint}"\n{"kind":"success","value":1}\n`;
+
+/** A Redis that answers each command by `answer`, and the commands it was sent. */
+function fakeRedis(answer: (args: string[]) => Promise<unknown>) {
+  const sent: string[][] = [];
+  const command: CommandSender = (_what, _key, args) => {
+    sent.push(args);
+    return answer(args);
+  };
+  return { sent, command };
+}
+
+/**
+ * The answers of a Redis where the key is `holds` (a record's text, its expiry at
+ * `expiresAt`), or absent (then the SET at NOW sets it to expire at NOW + its PX).
+ */
+const redisWith =
+  (holds: string | null, expiresAt = NOW + 59_999) =>
+  async (args: string[]): Promise<unknown> => {
+    if (args[0] === 'SET') return holds;
+    if (args[0] === 'PEXPIRETIME') return expiresAt;
+    throw new Error(`unexpected ${args[0]}`);
+  };
+
+const noRetract = async () => {
+  throw new Error('retracted a claim that stands');
+};
+const ready = () => true;
+
+describe('newKeyClaim on the server clock', () => {
   afterEach(() => {
     vi.useRealTimers();
   });
 
-  /** A TIME that answers when the test says, with the server's clock at `serverMs`. */
-  function timeServer() {
-    const sent: Array<(serverMs: number) => void> = [];
-    const send: CommandSender = (_what, _key, args) => {
-      expect(args).toEqual(['TIME']);
-      return new Promise((resolve) => {
-        sent.push((serverMs) =>
-          resolve([String(Math.floor(serverMs / 1000)), String((serverMs % 1000) * 1000)]),
-        );
-      });
-    };
-    return { send, sent };
-  }
-
-  it('bounds the server clock from above by the reading, the time since it was sent and the drift', async () => {
-    const { send, sent } = timeServer();
-    const clock = new ServerClockBound(send);
-    expect(clock.read()).toBeUndefined(); // sends TIME, answers nothing yet
-    expect(sent).toHaveLength(1);
-    expect(clock.read()).toBeUndefined(); // one reading at a time
-    expect(sent).toHaveLength(1);
-    vi.advanceTimersByTime(4); // the server reads its clock somewhere in these 4 ms
-    sent[0]?.(1_000_000);
-    await Promise.resolve();
-    vi.advanceTimersByTime(1_000);
-    const bound = clock.read();
-    // Sent 1,004 ms ago: at most 1,000,000 + 1,004 + 1 ms of drift (1,000 ppm), rounded up.
-    expect(bound?.now).toBe(1_001_006);
-    // Answered 1,000 ms ago: at least 1,000,000 + 1,000 - 1.004.
-    expect(bound?.error).toBeCloseTo(1_001_006 - (1_001_000 - 1.004), 6);
-    expect(sent).toHaveLength(1);
-  });
-
-  it('renews a reading older than 5 s in the background and drops one older than 30 s', async () => {
-    const { send, sent } = timeServer();
-    const clock = new ServerClockBound(send);
-    clock.read();
-    sent[0]?.(2_000_000);
-    await Promise.resolve();
-    vi.advanceTimersByTime(6_000);
-    expect(clock.read()?.now).toBeGreaterThanOrEqual(2_006_000);
-    expect(sent).toHaveLength(2); // renewing; the old reading still answers meanwhile
-    vi.advanceTimersByTime(25_000);
-    expect(clock.read()).toBeUndefined(); // 31 s old, and the renewal never answered
-    sent[1]?.(2_031_000);
-    await Promise.resolve();
-    // Sent 25 s before its answer: the server may have read its clock right after the send.
-    expect(clock.read()).toEqual({ now: 2_056_025, error: 25_050 });
-  });
-
-  it('stays without a bound when TIME fails, and asks again on the next read', async () => {
-    let calls = 0;
-    const clock = new ServerClockBound(async () => {
-      calls += 1;
-      throw new Error('ECONNREFUSED');
-    });
-    expect(clock.read()).toBeUndefined();
-    await Promise.resolve();
-    await Promise.resolve();
-    expect(clock.read()).toBeUndefined();
-    expect(calls).toBe(2);
-  });
-});
-
-describe('newKeyClaim', () => {
-  const now = { now: 5_000_000, error: 2 };
-
-  it('sends SET NX PX GET with the lifetime and the error, and claims when Redis set it', async () => {
-    const sent: string[][] = [];
-    const claim = newKeyClaim(
-      async (_what, _key, args) => {
-        sent.push(args);
-        return null;
-      },
-      () => now,
-      true,
-    );
+  it('sends SET NX PX GET with times relative to the expiry and PEXPIRETIME, and claims at the SET', async () => {
+    const { sent, command } = fakeRedis(redisWith(null));
+    const claim = newKeyClaim(command, undefined, noRetract, ready);
     const result = await claim(claimRequest({ leaseMs: 30_000, ttlMs: 60_000 }), 'k');
     expect(sent).toEqual([
       [
         'SET',
         'k',
-        `in_progress 1 5000000 5030000 5060000 1 -\n${JSON.stringify('fp-a')}\n\n`,
+        `in_progress 1 @59999 +30000 +60000 1 -\n${JSON.stringify('fp-a')}\n\n`,
         'NX',
         'PX',
-        '60002',
+        '59999',
         'GET',
       ],
+      ['PEXPIRETIME', 'k'],
     ]);
+    // PEXPIRETIME answered NOW + 59,999: the SET ran at NOW.
     expect(result).toMatchObject({
       status: 'claimed',
       takeover: false,
-      record: { version: 1, createdAt: 5_000_000, lockedUntil: 5_030_000, expiresAt: 5_060_000 },
+      record: {
+        version: 1,
+        attempts: 1,
+        createdAt: NOW,
+        lockedUntil: NOW + 30_000,
+        expiresAt: NOW + 60_000,
+      },
     });
   });
 
-  it('leaves to the script what it cannot stamp or read safely, and stops after a syntax error', async () => {
-    let calls = 0;
-    let reply: () => Promise<unknown> = async () => null;
-    const claim = newKeyClaim(
-      () => {
-        calls += 1;
-        return reply();
-      },
-      () => now,
-      true,
-    );
-    // Too short a life for the clock's error, or a fraction of a millisecond: no command.
-    expect(claim(claimRequest({ leaseMs: 500, ttlMs: 1_000 }), 'k')).toBeUndefined();
-    expect(claim(claimRequest({ leaseMs: 30_000.5 }), 'k')).toBeUndefined();
-    expect(calls).toBe(0);
-    // A record in progress, or one past its end: the script decides.
-    reply = async () => `in_progress 1 1 9999999999 9999999999 1 -\n"fp-a"\n\n`;
-    expect(await claim(claimRequest(), 'k')).toBeUndefined();
-    reply = async () => `completed 1 1 - 4999999 1 2\n"fp-a"\n{"kind":"success","value":1}\n`;
-    expect(await claim(claimRequest(), 'k')).toBeUndefined();
-    // A hash record of an earlier version.
-    reply = () => Promise.reject(new Error('WRONGTYPE Operation against a key'));
-    expect(await claim(claimRequest(), 'k')).toBeUndefined();
-    // A Redis before 7.0 refuses NX with GET: never asked again.
-    reply = () => Promise.reject(new Error('ERR syntax error'));
-    expect(await claim(claimRequest(), 'k')).toBeUndefined();
-    const asked = calls;
-    expect(claim(claimRequest(), 'k')).toBeUndefined();
-    expect(calls).toBe(asked);
-  });
-
-  it('answers replay and mismatch from a completed record, and passes on other failures', async () => {
-    let reply: () => Promise<unknown> = async () =>
-      `completed 1 1 - 9999999 1 2\n"fp-a"\n{"kind":"success","value":1}\n`;
-    const claim = newKeyClaim(
-      () => reply(),
-      () => now,
-      true,
-    );
-    expect(await claim(claimRequest(), 'k')).toMatchObject({
+  it('answers replay and mismatch from a completed record that ends after its key expires, and leaves the rest to the script', async () => {
+    // The key expires at NOW: Redis ran the SET at NOW or before.
+    const claimOn = (holds: string | null | Error) =>
+      newKeyClaim(
+        fakeRedis(async (args) => {
+          if (holds instanceof Error && args[0] === 'SET') throw holds;
+          return redisWith(holds instanceof Error ? null : holds, NOW)(args);
+        }).command,
+        undefined,
+        noRetract,
+        ready,
+      );
+    expect(await claimOn(completed(NOW + 1))(claimRequest(), 'k')).toMatchObject({
       status: 'replay',
       record: { outcome: { kind: 'success', value: 1 } },
     });
-    expect(await claim(claimRequest({ fingerprint: 'fp-b' }), 'k')).toMatchObject({
-      status: 'mismatch',
+    expect(
+      await claimOn(completed(NOW + 1))(claimRequest({ fingerprint: 'fp-b' }), 'k'),
+    ).toMatchObject({ status: 'mismatch' });
+    // May have ended by the server's now; in progress; not a record; a hash record of 0.1.
+    for (const holds of [
+      completed(NOW),
+      `in_progress 1 1 9999999999999 9999999999999 1 -\n"fp-a"\n\n`,
+      'completed but not a record',
+      new Error('WRONGTYPE Operation against a key holding the wrong kind of value'),
+    ]) {
+      expect(await claimOn(holds)(claimRequest(), 'k')).toBeUndefined();
+    }
+    await expect(
+      claimOn(new Error('READONLY You cannot write against a read only replica.'))(
+        claimRequest(),
+        'k',
+      ),
+    ).rejects.toThrow(/READONLY/);
+  });
+
+  it('withdraws a new record whose answers took as long as it lives, or whose expiry it cannot read', async () => {
+    vi.useFakeTimers({ toFake: ['performance'] });
+    const retracted: string[][] = [];
+    const retract = async (redisKey: string, record: string) => {
+      retracted.push([redisKey, record]);
+      return 1;
+    };
+    const late = newKeyClaim(
+      fakeRedis(async (args) => {
+        if (args[0] === 'PEXPIRETIME') vi.advanceTimersByTime(2_000);
+        return redisWith(null)(args);
+      }).command,
+      undefined,
+      retract,
+      ready,
+    );
+    expect(await late(claimRequest({ leaseMs: 1_000, ttlMs: 2_000 }), 'k')).toBeUndefined();
+    expect(retracted).toEqual([['k', `in_progress 1 @1999 +1000 +2000 1 -\n"fp-a"\n\n`]]);
+
+    const lost = newKeyClaim(
+      fakeRedis(async (args) => {
+        if (args[0] === 'PEXPIRETIME') throw new Error('Socket closed unexpectedly');
+        return redisWith(null)(args);
+      }).command,
+      undefined,
+      retract,
+      ready,
+    );
+    await expect(lost(claimRequest(), 'k')).rejects.toThrow(/Socket closed/);
+    expect(retracted).toHaveLength(2);
+  });
+
+  it('sends nothing for a fraction of a millisecond or a client that is not connected, and stops after a syntax error', async () => {
+    let reply: (args: string[]) => Promise<unknown> = redisWith(null);
+    const { sent, command } = fakeRedis((args) => reply(args));
+    let connected = false;
+    const claim = newKeyClaim(command, undefined, noRetract, () => connected);
+    expect(claim(claimRequest(), 'k')).toBeUndefined();
+    connected = true;
+    expect(claim(claimRequest({ leaseMs: 30_000.5 }), 'k')).toBeUndefined();
+    expect(claim(claimRequest({ leaseMs: 1, ttlMs: 1 }), 'k')).toBeUndefined();
+    expect(sent).toHaveLength(0);
+    // Redis before 7.0 refuses NX with GET: never asked again.
+    reply = async (args) => {
+      if (args[0] === 'SET') throw new Error('ERR syntax error');
+      return redisWith(null)(args);
+    };
+    expect(await claim(claimRequest(), 'k')).toBeUndefined();
+    const asked = sent.length;
+    expect(claim(claimRequest(), 'k')).toBeUndefined();
+    expect(sent).toHaveLength(asked);
+  });
+});
+
+describe('newKeyClaim on an injected clock', () => {
+  it("stamps the record with the clock's now in one SET NX GET, and judges a record by it", async () => {
+    const clock = manualClock(NOW);
+    let holds: string | null = null;
+    const { sent, command } = fakeRedis(async () => holds);
+    const claim = newKeyClaim(command, clock, noRetract, ready);
+    expect(await claim(claimRequest({ leaseMs: 30_000, ttlMs: 60_000 }), 'k')).toMatchObject({
+      status: 'claimed',
+      record: { createdAt: NOW, lockedUntil: NOW + 30_000, expiresAt: NOW + 60_000 },
     });
-    reply = () =>
-      Promise.reject(new Error('READONLY You cannot write against a read only replica.'));
-    await expect(claim(claimRequest(), 'k')).rejects.toThrow(/READONLY/);
+    expect(sent).toEqual([
+      [
+        'SET',
+        'k',
+        `in_progress 1 ${NOW} ${NOW + 30_000} ${NOW + 60_000} 1 -\n"fp-a"\n\n`,
+        'NX',
+        'GET',
+      ],
+    ]);
+    holds = completed(NOW + 10);
+    expect((await claim(claimRequest(), 'k'))?.status).toBe('replay');
+    clock.advance(10);
+    expect(await claim(claimRequest(), 'k')).toBeUndefined(); // expired: the script resets it
   });
 });

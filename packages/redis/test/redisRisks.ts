@@ -118,6 +118,8 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
       await flushScripts();
       expect((await cached()).every((exists) => Number(exists) === 0)).toBe(true);
       const token = claimedToken(await store.claim(request()));
+      // A key in progress is the claim script's on every client (a new one may be a plain SET).
+      expect((await store.claim(request())).status).toBe('in_progress');
       expect((await cached()).some((exists) => Number(exists) === 1)).toBe(true);
       await flushScripts();
       await store.saveStep(token, 'reserve', true);

@@ -4,6 +4,7 @@ import { claimedToken, storeContract } from '@idem/core/testing/contract';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { recordKey } from '../src/recordKey.js';
+import { scripts } from '../src/scripts.js';
 import { startRedisServer } from '../src/testing/index.js';
 import { freshStore, request, until, useRedis } from './redisFixtures.js';
 import { redisRisks } from './redisRisks.js';
@@ -25,28 +26,23 @@ describe('redisStore on one redis-server', () => {
 
   redisRisks('one node', () => ({ client: redis().client, nodes: [redis().client] }));
 
-  describe('a new key and a replay as one plain SET … NX … GET', () => {
+  describe('a new key and a replay as plain commands', () => {
     /** How many times Redis ran each command so far, scripts' own included (`INFO commandstats`). */
     const commandCounts = async () => {
       const info = String(await redis().client.sendCommand(['INFO', 'commandstats']));
       const count = (command: string) =>
         Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
-      return { set: count('set'), evalsha: count('evalsha') + count('eval'), time: count('time') };
+      return { set: count('set'), scripts: count('evalsha') + count('eval') };
     };
     const serverTime = async () => {
       const [seconds, micros] = (await redis().client.sendCommand(['TIME'])) as string[];
-      return Number(seconds) * 1000 + Number(micros) / 1000;
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     };
 
-    it("runs no script once the store has read the server's clock, and stamps the claim at or after the server's now", async () => {
+    it("claims a new key with no script, stamped with the server's millisecond of its SET", async () => {
       const { store, keyPrefix } = freshStore(redis().client);
-      const before = await commandCounts();
-      // The store's first call reads the server's clock (TIME) and runs the claim script.
+      // Redis gets the completion script once (a first EVALSHA fails NOSCRIPT, then EVAL).
       const first = await store.claim(request({ key: 'first' }));
-      const warmed = await commandCounts();
-      expect(warmed.time - before.time).toBeGreaterThanOrEqual(1);
-      expect(warmed.set - before.set).toBe(1); // the script's own SET
-      // Redis now has the completion script too (a first EVALSHA would fail NOSCRIPT, then EVAL).
       await store.complete(leaseTokenOf(first.record), { kind: 'success', value: 1 }, 60_000);
       const loaded = await commandCounts();
 
@@ -56,17 +52,18 @@ describe('redisStore on one redis-server', () => {
       expect(fresh).toMatchObject({ status: 'claimed', takeover: false });
       const { record } = fresh;
       expect(record).toMatchObject({ version: 1, attempts: 1, status: 'in_progress', steps: {} });
-      // An upper bound of the server's clock: never before it; after it by the bound's error.
-      expect(record.createdAt).toBeGreaterThanOrEqual(Math.floor(serverBefore));
-      expect(record.createdAt).toBeLessThanOrEqual(serverAfter + 1_000);
+      expect(record.createdAt).toBeGreaterThanOrEqual(serverBefore);
+      expect(record.createdAt).toBeLessThanOrEqual(serverAfter);
       expect(record.lockedUntil).toBe(record.createdAt + 45_000);
       expect(record.expiresAt).toBe(record.createdAt + 90_000);
-      // Redis keeps the key at least as long as the record says it lives.
-      const pttl = Number(
-        await redis().client.sendCommand(['PTTL', recordKey(keyPrefix, record.scope, 'new')]),
+      // Redis keeps a key through its expiry's millisecond: the key is gone from the end on.
+      const expireAt = Number(
+        await redis().client.sendCommand([
+          'PEXPIRETIME',
+          recordKey(keyPrefix, record.scope, 'new'),
+        ]),
       );
-      expect(pttl).toBeGreaterThan(90_000 - 1_000 - (serverAfter - serverBefore));
-      expect(pttl).toBeLessThanOrEqual(90_000 + 1_000);
+      expect(expireAt).toBe(record.createdAt + 90_000 - 1);
 
       await store.complete(leaseTokenOf(record), { kind: 'success', value: 'paid' }, 60_000);
       expect(await store.claim(request({ key: 'new' }))).toMatchObject({
@@ -77,36 +74,59 @@ describe('redisStore on one redis-server', () => {
         status: 'mismatch',
       });
       const after = await commandCounts();
-      // The new claim, the replay and the mismatch: one SET each; the completion: a script
+      // The new claim, the replay and the mismatch: one SET each; the completion: one script
       // (which writes with a SET of its own).
       expect(after.set - loaded.set).toBe(4);
-      expect(after.evalsha - loaded.evalsha).toBe(1);
+      expect(after.scripts - loaded.scripts).toBe(1);
       expect(await store.get(record.scope, 'new')).toMatchObject({
         createdAt: record.createdAt,
-        completedAt: expect.any(Number),
+        expiresAt: expect.any(Number),
       });
     });
 
-    it('leaves a key in progress, and a lease too short to stamp safely, to the claim script', async () => {
+    it('reads a record a plain SET wrote with the times its claim answered, in every script', async () => {
+      const { store } = freshStore(redis().client);
+      const claimed = await store.claim(request({ key: 'relative', leaseMs: 30_000 }));
+      const token = claimedToken(claimed);
+      // get (the read script) turns the header relative to the expiry into the same times.
+      expect(await store.get(token.scope, 'relative')).toEqual(claimed.record);
+      // The claim script sees the holder's lease, and the fence takes the token.
+      const busy = await store.claim(request({ key: 'relative' }));
+      expect(busy.status).toBe('in_progress');
+      const retryAfterMs = busy.status === 'in_progress' ? busy.retryAfterMs : -1;
+      expect(retryAfterMs).toBeGreaterThan(0);
+      expect(retryAfterMs).toBeLessThanOrEqual(30_000);
+      await store.saveStep(token, 'charge', { id: 'ch_1' });
+      expect(await store.get(token.scope, 'relative')).toEqual({
+        ...claimed.record,
+        steps: { charge: { id: 'ch_1' } },
+      });
+      await store.heartbeat(token, 60_000);
+      const renewed = await store.get(token.scope, 'relative');
+      expect(renewed?.createdAt).toBe(claimed.record.createdAt);
+      expect(renewed?.lockedUntil).toBeGreaterThan(claimed.record.lockedUntil ?? 0);
+      await store.complete(token, { kind: 'success', value: 'done' }, 60_000);
+      expect(await store.get(token.scope, 'relative')).toMatchObject({
+        status: 'completed',
+        createdAt: claimed.record.createdAt,
+        steps: { charge: { id: 'ch_1' } },
+      });
+    });
+
+    it('leaves a key in progress to the claim script', async () => {
       const { store } = freshStore(redis().client);
       await store.claim(request({ key: 'warm' }));
       const holder = claimedToken(await store.claim(request({ key: 'busy' })));
       const before = await commandCounts();
-      const busy = await store.claim(request({ key: 'busy' }));
-      expect(busy.status).toBe('in_progress');
-      // Lives 200 ms, under the stamp's error margin: the script stamps it exactly.
-      const short = await store.claim(request({ key: 'short', leaseMs: 200, ttlMs: 200 }));
-      expect(short.status).toBe('claimed');
+      expect((await store.claim(request({ key: 'busy' }))).status).toBe('in_progress');
       const after = await commandCounts();
-      // The SET NX that found "busy" in progress, and the claim script's write of "short".
-      expect(after.set - before.set).toBe(2);
-      expect(after.evalsha - before.evalsha).toBe(2);
+      expect(after.set - before.set).toBe(1); // the SET NX that found "busy" in progress
+      expect(after.scripts - before.scripts).toBe(1);
       await store.release(holder);
     });
 
     it('refuses a key that holds a value which is not a record, on either path', async () => {
       const { store, keyPrefix } = freshStore(redis().client);
-      await store.claim(request({ key: 'warm' }));
       const scope = request().scope;
       await redis().client.sendCommand(['SET', recordKey(keyPrefix, scope, 'junk'), 'completed x']);
       await redis().client.sendCommand(['SET', recordKey(keyPrefix, scope, 'text'), 'hello']);
@@ -117,22 +137,38 @@ describe('redisStore on one redis-server', () => {
       }
     });
 
-    it('fences a holder out of the next incarnation a plain SET stamped', async () => {
+    it('fences a holder out of the next incarnation a plain SET wrote', async () => {
       const { store, keyPrefix } = freshStore(redis().client);
-      await store.claim(request({ key: 'warm' }));
-      const lives = { leaseMs: 1_500, ttlMs: 1_500 };
+      const lives = { leaseMs: 1_000, ttlMs: 1_000 };
+      const before = await commandCounts();
       const old = claimedToken(await store.claim(request({ key: 'again', ...lives })));
       const redisKey = recordKey(keyPrefix, old.scope, 'again');
       await until('Redis to delete the expired record', async () => {
         return Number(await redis().client.sendCommand(['EXISTS', redisKey])) === 0;
       });
-      // The next claim writes version 1 afresh, with a later stamp.
+      // The next claim writes version 1 afresh, at a later millisecond.
       const next = await store.claim(request({ key: 'again' }));
+      // Both incarnations were written by the plain SET, not by the script.
+      expect((await commandCounts()).scripts - before.scripts).toBe(0);
       expect(next.record.version).toBe(1);
-      expect(next.record.createdAt).toBeGreaterThanOrEqual(old.createdAt + 1_500);
+      expect(next.record.createdAt).toBeGreaterThanOrEqual(old.createdAt + 1_000);
       await expect(
         store.complete(old, { kind: 'success', value: 'late' }, 60_000),
       ).rejects.toSatisfy(isLeaseLostError);
+    });
+
+    it('withdraws a plain claim only while the key holds exactly the record it wrote', async () => {
+      const { keyPrefix } = freshStore(redis().client);
+      const key = recordKey(keyPrefix, 'scope', 'retract');
+      const record = `in_progress 1 @60000 +30000 +60000 1 -\n"fp"\n\n`;
+      const retract = (text: string) =>
+        redis().client.sendCommand(['EVAL', scripts.retract.source, '1', key, '', '1', text]);
+      await redis().client.sendCommand(['SET', key, `${record}["step",1]\n`, 'PX', '60000']);
+      expect(Number(await retract(record))).toBe(0);
+      expect(Number(await redis().client.sendCommand(['EXISTS', key]))).toBe(1);
+      await redis().client.sendCommand(['SET', key, record, 'PX', '60000']);
+      expect(Number(await retract(record))).toBe(1);
+      expect(Number(await redis().client.sendCommand(['EXISTS', key]))).toBe(0);
     });
   });
 
