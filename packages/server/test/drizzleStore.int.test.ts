@@ -11,7 +11,8 @@ import {
 import { manualClock } from '@idem/core/testing';
 import { serverClockContract } from '@idem/core/testing/contract';
 import { and, DrizzleQueryError, eq, sql } from 'drizzle-orm';
-import { describe, expect, it } from 'vitest';
+import { PostgresJsPreparedQuery } from 'drizzle-orm/postgres-js';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { directPrepared } from '../src/postgres/directQuery.js';
 import { drizzleStore } from '../src/postgres/drizzleStore.js';
 import { idempotencyKeys } from '../src/postgres/schema.js';
@@ -554,6 +555,17 @@ describe('drizzleStore on postgres-js: statements sent straight to the driver', 
       expect(directPrepared(prepared)).not.toBe(prepared);
       const loggedPrepared = logged.db.select().from(idempotencyKeys).prepare('idem_test_logged');
       expect(directPrepared(loggedPrepared)).toBe(loggedPrepared);
+      // Drizzle's own execution runs none of the store's statements, in lease mode or in a
+      // transaction (transaction mode's rendered insert and completion), and all of the
+      // logged database's.
+      const drizzleRuns = vi.spyOn(PostgresJsPreparedQuery.prototype, 'execute');
+      onTestFinished(() => drizzleRuns.mockRestore());
+      await database().db.transaction(async (tx) => {
+        const inTx = transactionStores(database().db, 1_000)(tx);
+        const held = await inTx.claim(request({ key: 'in-tx' }));
+        await inTx.complete(tokenOf(held), { kind: 'success', value: 1 }, TTL_MS);
+      });
+      expect(drizzleRuns).not.toHaveBeenCalled();
 
       const claimed = await direct.claim(request({ key: 'direct', ttlMs: TTL_MS }));
       expect(claimed).toMatchObject({ status: 'claimed', takeover: false });
@@ -572,6 +584,7 @@ describe('drizzleStore on postgres-js: statements sent straight to the driver', 
       );
       // Drizzle ran the logged store's two statements (get, claim): its logger heard them.
       expect(heard).toHaveLength(2);
+      expect(drizzleRuns).toHaveBeenCalledTimes(2);
 
       // A failure comes wrapped as Drizzle wraps it: the driver's error, with its code, as
       // the cause of a DrizzleQueryError.
