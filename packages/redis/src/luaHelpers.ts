@@ -1,0 +1,146 @@
+/** The Lua helpers the store's scripts share (see `scripts.ts` for the record's layout). */
+
+/**
+ * The helpers scripts share, in the order they must be defined (a helper uses only those
+ * before it). A script carries only the ones it calls, directly or through another: each is
+ * a closure Redis builds again on every call.
+ */
+const HELPERS: ReadonlyArray<readonly [name: string, source: string]> = [
+  [
+    'clock',
+    `
+local function clock(override)
+  if override ~= '' then return tonumber(override) end
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+`,
+  ],
+  [
+    'int',
+    `
+-- Integers as digits: Lua's tostring switches to exponents past 14 digits.
+local function int(n) return string.format('%.0f', n) end
+`,
+  ],
+  [
+    'expired',
+    `
+-- core's isExpired: past expires_at and, for an in-progress record, past its lease too.
+local function expired(status, locked_until, expires_at, now)
+  return tonumber(expires_at) <= now
+    and (status == 'completed' or locked_until == '-' or tonumber(locked_until) <= now)
+end
+`,
+  ],
+  [
+    'header',
+    `
+-- The header's fields, and where the line after it starts; nil for a value that is not a
+-- record.
+local function header(rec)
+  return string.match(rec, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)\\n()')
+end
+`,
+  ],
+  [
+    'record',
+    `
+local function record(status, version, created_at, locked_until, expires_at, attempts,
+    completed_at, rest)
+  return status .. ' ' .. version .. ' ' .. created_at .. ' ' .. locked_until .. ' ' ..
+    expires_at .. ' ' .. attempts .. ' ' .. completed_at .. '\\n' .. rest
+end
+`,
+  ],
+  [
+    'load',
+    `
+-- The record at key, or false when there is none. A new record that a plain SET wrote has
+-- its times relative to the key's expiry (see above): they are read as epoch milliseconds.
+-- A hash record (0.1) is read as the same lines; its helpers are built only then.
+local function load(key)
+  local rec = redis.pcall('GET', key)
+  if type(rec) == 'string' then
+    local head, px, lease, ttl, at = string.match(rec, '^(%S+ %S+ )@(%d+) %+(%d+) %+(%d+) ()')
+    if not head then return rec end
+    local created = redis.call('PEXPIRETIME', key) - tonumber(px)
+    return head .. int(created) .. ' ' .. int(created + tonumber(lease)) .. ' ' ..
+      int(created + tonumber(ttl)) .. ' ' .. string.sub(rec, at)
+  end
+  if type(rec) ~= 'table' then return rec end
+  -- A string as JSON.stringify writes it: the fingerprint and step names.
+  local function json_string(s)
+    local escapes = { ['"'] = '\\\\"', ['\\\\'] = '\\\\\\\\', ['\\b'] = '\\\\b', ['\\f'] = '\\\\f',
+      ['\\n'] = '\\\\n', ['\\r'] = '\\\\r', ['\\t'] = '\\\\t' }
+    return '"' .. (string.gsub(s, '[%z\\1-\\31"\\\\]', function(c)
+      return escapes[c] or string.format('\\\\u%04x', string.byte(c))
+    end)) .. '"'
+  end
+  local flat = redis.call('HGETALL', key)
+  local f, steps = {}, {}
+  for i = 1, #flat, 2 do
+    local name = flat[i]
+    if string.sub(name, 1, 5) == 'step:' then
+      steps[#steps + 1] = '[' .. json_string(string.sub(name, 6)) .. ',' .. flat[i + 1] .. ']\\n'
+    else
+      f[name] = flat[i + 1]
+    end
+  end
+  if not f['status'] then return false end
+  return record(f['status'], f['version'], f['created_at'], f['locked_until'] or '-',
+    f['expires_at'], f['attempts'], f['completed_at'] or '-',
+    json_string(f['fingerprint']) .. '\\n' .. (f['outcome'] or '') .. '\\n' .. table.concat(steps))
+end
+`,
+  ],
+  [
+    'put',
+    `
+-- Writes the record. Redis deletes the key the moment the record counts as gone: at ends,
+-- its end or its lease's end while in progress, whichever is later (only on the server's
+-- clock, physical = '1'); a record already gone then is deleted now. Redis keeps a key
+-- through the millisecond of its expiry, so the expiry is the millisecond before ends: a
+-- key that exists holds a record that has not ended by the server's clock, which is how a
+-- plain SET … GET tells a live completed record (its expires_at after the key's expiry).
+local function put(key, rec, ends, now, physical)
+  if physical ~= '1' then
+    redis.call('SET', key, rec)
+  elseif ends > now then
+    redis.call('SET', key, rec, 'PX', int(math.max(1, ends - now - 1)))
+  else
+    redis.call('DEL', key)
+  end
+end
+`,
+  ],
+  [
+    'held',
+    `
+-- The fenced record: its header when it is in progress under this version and creation
+-- time, else nil.
+local function held(key, version, created_at)
+  local rec = load(key)
+  if not rec then return nil end
+  local status, v, c, locked_until, expires_at, attempts, completed_at, at = header(rec)
+  if status == 'in_progress' and v == version and c == created_at then
+    return rec, locked_until, expires_at, attempts, completed_at, at
+  end
+  return nil
+end
+`,
+  ],
+];
+
+/** The helpers `body` calls, directly or through another helper, in definition order. */
+export function helpersOf(body: string): string {
+  const needed: string[] = [];
+  let text = body;
+  for (const [name, source] of [...HELPERS].reverse()) {
+    if (new RegExp(`\\b${name}\\(`).test(text)) {
+      needed.unshift(source);
+      text += source;
+    }
+  }
+  return needed.join('');
+}
