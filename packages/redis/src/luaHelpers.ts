@@ -62,9 +62,13 @@ end
 local function load(key)
   local rec = redis.pcall('GET', key)
   if type(rec) == 'string' then
-    local head, px, lease, ttl, at = string.match(rec, '^(%S+ %S+ )@(%d+) %+(%d+) %+(%d+) ()')
+    local head, px, lease, ttl, at = string.match(rec, '^(%S+ %S+ )@(%d+)%+(%d+)%+(%d+) ()')
     if not head then return rec end
-    local created = redis.call('PEXPIRETIME', key) - tonumber(px)
+    local expiry = redis.call('PEXPIRETIME', key)
+    if expiry < 0 then
+      error({ err = 'ERR idem: ' .. key .. ' holds a new record whose expiry was removed (PERSIST?): its times are lost' })
+    end
+    local created = expiry - tonumber(px)
     return head .. int(created) .. ' ' .. int(created + tonumber(lease)) .. ' ' ..
       int(created + tonumber(ttl)) .. ' ' .. string.sub(rec, at)
   end
@@ -100,9 +104,9 @@ end
 -- Writes the record. Redis deletes the key the moment the record counts as gone: at ends,
 -- its end or its lease's end while in progress, whichever is later (only on the server's
 -- clock, physical = '1'); a record already gone then is deleted now. Redis keeps a key
--- through the millisecond of its expiry, so the expiry is the millisecond before ends: a
--- key that exists holds a record that has not ended by the server's clock, which is how a
--- plain SET … GET tells a live completed record (its expires_at after the key's expiry).
+-- through the millisecond of its expiry, so the expiry is the millisecond before ends (or
+-- ends itself, with one millisecond left): a completed record whose expires_at comes after
+-- its key's expiry had not ended when a plain SET … GET found it.
 local function put(key, rec, ends, now, physical)
   if physical ~= '1' then
     redis.call('SET', key, rec)

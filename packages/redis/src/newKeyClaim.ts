@@ -27,15 +27,15 @@ export type NewKeyClaim = (
  *    and answers what the key holds.
  * 2. `PEXPIRETIME <key>`: the key's expiry. For the new record, its creation time is exactly
  *    the server's millisecond of the SET (expiry − px); the record stores its times relative
- *    to that expiry (`@<px> +<lease> +<ttl>`), which the scripts read the same way, so every
+ *    to that expiry (`@<px>+<lease>+<ttl>`), which the scripts read the same way, so every
  *    reader agrees with the lease token to the millisecond. For an existing key, the key
  *    was there when the SET ran, so the server's "now" was at most its expiry.
  *
  * Then:
- * - nil: claimed. Unless the answers took as long as the record lives: then the record may
- *   have expired and another taken its place before `PEXPIRETIME` ran, and the claim is
- *   withdrawn (`retract`: deleted only if it is still exactly the record this SET wrote)
- *   and left to the script.
+ * - nil: claimed. Unless the answers took as long as the record lives (the record may have
+ *   expired and another taken its place before `PEXPIRETIME` ran) or the expiry could not
+ *   be read: then the new record is left to its lease, held by nobody, as after a claim
+ *   whose reply was lost, and the script answers this call (in progress).
  * - a completed record whose end comes after the key's expiry (as every completion writes
  *   it): it had not expired when the SET ran, so replay or mismatch, by core's claim table.
  * - anything else (a record in progress, one that may have expired, a hash record of 0.1, a
@@ -51,7 +51,6 @@ export type NewKeyClaim = (
 export function newKeyClaim(
   command: CommandSender,
   clock: Clock | undefined,
-  retract: (redisKey: string, record: string) => Promise<unknown>,
   ready: () => boolean,
 ): NewKeyClaim {
   let unsupported = false;
@@ -59,8 +58,12 @@ export function newKeyClaim(
     const message = error instanceof Error ? error.message : '';
     // A hash record of 0.1: only the script reads it.
     if (message.startsWith('WRONGTYPE')) return undefined;
-    if (message.startsWith('ERR syntax error') || message.startsWith('ERR unknown command')) {
-      unsupported = true; // Redis before 7.0
+    if (
+      message.startsWith('ERR syntax error') ||
+      message.startsWith('ERR unknown command') ||
+      message.startsWith('NOPERM')
+    ) {
+      unsupported = true; // Redis before 7.0, or a user whose ACL refuses these commands
       return undefined;
     }
     throw error;
@@ -86,7 +89,7 @@ export function newKeyClaim(
     const lifetime = Math.max(leaseMs, ttlMs);
     if (lifetime < 2) return undefined;
     const px = lifetime - 1;
-    const text = `in_progress 1 @${px} +${leaseMs} +${ttlMs} 1 -\n${fingerprint}\n\n`;
+    const text = `in_progress 1 @${px}+${leaseMs}+${ttlMs} 1 -\n${fingerprint}\n\n`;
     const sentAt = performance.now();
     // Sent in this order, in this tick, on the one connection: Redis runs them in turn.
     const set = command('claim (SET NX)', redisKey, [
@@ -99,14 +102,17 @@ export function newKeyClaim(
       'GET',
     ]);
     const expiry = command('claim (PEXPIRETIME)', redisKey, ['PEXPIRETIME', redisKey]);
-    return Promise.allSettled([set, expiry]).then(async ([written, expireAt]) => {
+    return Promise.allSettled([set, expiry]).then(([written, expireAt]) => {
       if (written.status === 'rejected') return refused(written.reason);
       const reply = written.value;
       const keyExpiry = expireAt.status === 'fulfilled' ? Number(expireAt.value) : Number.NaN;
       if (reply !== null && reply !== undefined) {
+        if (expireAt.status === 'rejected') return refused(expireAt.reason);
         return keyExpiry > 0 ? answerExisting(request, reply, keyExpiry) : undefined;
       }
-      // The SET wrote the new record: it stands only with its exact creation time.
+      // The SET wrote the new record: it stands only with its exact creation time. Without
+      // it the record is left to its lease, held by nobody, as a claim whose reply was lost
+      // is: the script answers this call in progress, and a retry takes it over later.
       const created = keyExpiry - px;
       if (created > 0 && performance.now() - sentAt < lifetime) {
         const ends = { lockedUntil: created + leaseMs, expiresAt: created + ttlMs };
@@ -116,7 +122,6 @@ export function newKeyClaim(
           record: freshRecord(request, created, 1, ends),
         };
       }
-      await retract(redisKey, text);
       return expireAt.status === 'rejected' ? refused(expireAt.reason) : undefined;
     });
   };

@@ -76,7 +76,6 @@ export function redisStore(
     newKeyClaim(
       command,
       clock,
-      (redisKey, record) => send(scripts.retract, redisKey, [...time(), record]),
       // node-redis queues commands while it reconnects (`isReady` false meanwhile).
       () => (client as { isReady?: unknown }).isReady !== false,
     );

@@ -26,8 +26,10 @@ import { helpersOf } from './luaHelpers.js';
  * cannot know the server's time, so its header holds its times relative to the key's
  * expiry, which Redis set to the SET's own time plus `px`:
  *
- *     in_progress 1 @<px> +<lease ms> +<ttl ms> 1 -
+ *     in_progress 1 @<px>+<lease ms>+<ttl ms> 1 -
  *
+ * (five fields, so that a version without this form refuses the record rather than read
+ * its times as numbers)
  * `load` reads such a header as the absolute one (created_at = `PEXPIRETIME` − px, to the
  * millisecond), and every script's next write stores it absolute.
  *
@@ -132,15 +134,6 @@ if status and expired(status, locked_until, expires_at, now) then return redis.c
 return 0
 `;
 
-/**
- * retract: ARGV[3] the record a plain `SET … NX` wrote. Deletes the key only while it holds
- * exactly that text (nobody has taken over, completed or changed it since); answers 1 or 0.
- */
-const RETRACT = `
-if redis.pcall('GET', KEYS[1]) == ARGV[3] then return redis.call('DEL', KEYS[1]) end
-return 0
-`;
-
 /** A script's source and the SHA-1 that `EVALSHA` names it by. */
 export interface LuaScript {
   /** Its name, for errors. */
@@ -161,5 +154,4 @@ export const scripts = {
   saveStep: script('saveStep', SAVE_STEP),
   read: script('read', READ),
   sweepOne: script('sweepOne', SWEEP_ONE),
-  retract: script('retract', RETRACT),
 };

@@ -32,9 +32,6 @@ const redisWith =
     throw new Error(`unexpected ${args[0]}`);
   };
 
-const noRetract = async () => {
-  throw new Error('retracted a claim that stands');
-};
 const ready = () => true;
 
 describe('newKeyClaim on the server clock', () => {
@@ -44,13 +41,13 @@ describe('newKeyClaim on the server clock', () => {
 
   it('sends SET NX PX GET with times relative to the expiry and PEXPIRETIME, and claims at the SET', async () => {
     const { sent, command } = fakeRedis(redisWith(null));
-    const claim = newKeyClaim(command, undefined, noRetract, ready);
+    const claim = newKeyClaim(command, undefined, ready);
     const result = await claim(claimRequest({ leaseMs: 30_000, ttlMs: 60_000 }), 'k');
     expect(sent).toEqual([
       [
         'SET',
         'k',
-        `in_progress 1 @59999 +30000 +60000 1 -\n${JSON.stringify('fp-a')}\n\n`,
+        `in_progress 1 @59999+30000+60000 1 -\n${JSON.stringify('fp-a')}\n\n`,
         'NX',
         'PX',
         '59999',
@@ -81,7 +78,6 @@ describe('newKeyClaim on the server clock', () => {
           return redisWith(holds instanceof Error ? null : holds, NOW)(args);
         }).command,
         undefined,
-        noRetract,
         ready,
       );
     expect(await claimOn(completed(NOW + 1))(claimRequest(), 'k')).toMatchObject({
@@ -108,43 +104,53 @@ describe('newKeyClaim on the server clock', () => {
     ).rejects.toThrow(/READONLY/);
   });
 
-  it('withdraws a new record whose answers took as long as it lives, or whose expiry it cannot read', async () => {
+  it('leaves a new record whose answers took as long as it lives, or whose expiry it cannot read, to its lease and the script', async () => {
     vi.useFakeTimers({ toFake: ['performance'] });
-    const retracted: string[][] = [];
-    const retract = async (redisKey: string, record: string) => {
-      retracted.push([redisKey, record]);
-      return 1;
-    };
     const late = newKeyClaim(
       fakeRedis(async (args) => {
         if (args[0] === 'PEXPIRETIME') vi.advanceTimersByTime(2_000);
         return redisWith(null)(args);
       }).command,
       undefined,
-      retract,
       ready,
     );
     expect(await late(claimRequest({ leaseMs: 1_000, ttlMs: 2_000 }), 'k')).toBeUndefined();
-    expect(retracted).toEqual([['k', `in_progress 1 @1999 +1000 +2000 1 -\n"fp-a"\n\n`]]);
-
+    for (const expiry of [-2, -1]) {
+      const gone = newKeyClaim(fakeRedis(redisWith(null, expiry)).command, undefined, ready);
+      expect(await gone(claimRequest(), 'k')).toBeUndefined();
+    }
     const lost = newKeyClaim(
       fakeRedis(async (args) => {
         if (args[0] === 'PEXPIRETIME') throw new Error('Socket closed unexpectedly');
         return redisWith(null)(args);
       }).command,
       undefined,
-      retract,
       ready,
     );
     await expect(lost(claimRequest(), 'k')).rejects.toThrow(/Socket closed/);
-    expect(retracted).toHaveLength(2);
+    // An ACL that refuses PEXPIRETIME: this claim goes to the script, and so does every later one.
+    const sent: string[][] = [];
+    const refused = newKeyClaim(
+      fakeRedis(async (args) => {
+        sent.push(args);
+        if (args[0] === 'PEXPIRETIME') {
+          throw new Error("NOPERM User app has no permissions to run the 'pexpiretime' command");
+        }
+        return redisWith(null)(args);
+      }).command,
+      undefined,
+      ready,
+    );
+    expect(await refused(claimRequest(), 'k')).toBeUndefined();
+    expect(refused(claimRequest(), 'k')).toBeUndefined();
+    expect(sent).toHaveLength(2);
   });
 
   it('sends nothing for a fraction of a millisecond or a client that is not connected, and stops after a syntax error', async () => {
     let reply: (args: string[]) => Promise<unknown> = redisWith(null);
     const { sent, command } = fakeRedis((args) => reply(args));
     let connected = false;
-    const claim = newKeyClaim(command, undefined, noRetract, () => connected);
+    const claim = newKeyClaim(command, undefined, () => connected);
     expect(claim(claimRequest(), 'k')).toBeUndefined();
     connected = true;
     expect(claim(claimRequest({ leaseMs: 30_000.5 }), 'k')).toBeUndefined();
@@ -167,7 +173,7 @@ describe('newKeyClaim on an injected clock', () => {
     const clock = manualClock(NOW);
     let holds: string | null = null;
     const { sent, command } = fakeRedis(async () => holds);
-    const claim = newKeyClaim(command, clock, noRetract, ready);
+    const claim = newKeyClaim(command, clock, ready);
     expect(await claim(claimRequest({ leaseMs: 30_000, ttlMs: 60_000 }), 'k')).toMatchObject({
       status: 'claimed',
       record: { createdAt: NOW, lockedUntil: NOW + 30_000, expiresAt: NOW + 60_000 },
