@@ -2,11 +2,12 @@ import type { Clock } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
+  claimedNew,
   decideClaim,
   type IdempotencyRecord,
 } from '@idem/core/store';
 import type { CommandSender } from './RedisConnection.js';
-import { freshRecord, recordOf } from './scriptReplies.js';
+import { recordOf } from './scriptReplies.js';
 
 /** Answers a claim, or undefined when the claim script must decide it. */
 export type NewKeyClaim = (
@@ -76,12 +77,11 @@ export function newKeyClaim(
     if (clock) {
       const now = clock.now();
       if (!Number.isSafeInteger(now)) return undefined;
-      const ends = { lockedUntil: now + leaseMs, expiresAt: now + ttlMs };
-      const text = `in_progress 1 ${now} ${ends.lockedUntil} ${ends.expiresAt} 1 -\n${fingerprint}\n\n`;
+      const text = `in_progress 1 ${now} ${now + leaseMs} ${now + ttlMs} 1 -\n${fingerprint}\n\n`;
       return command('claim (SET NX)', redisKey, ['SET', redisKey, text, 'NX', 'GET']).then(
         (reply) =>
           reply === null || reply === undefined
-            ? { status: 'claimed', takeover: false, record: freshRecord(request, now, 1, ends) }
+            ? claimedNew(request, now)
             : answerExisting(request, reply, now),
         refused,
       );
@@ -114,14 +114,7 @@ export function newKeyClaim(
       // it the record is left to its lease, held by nobody, as a claim whose reply was lost
       // is: the script answers this call in progress, and a retry takes it over later.
       const created = keyExpiry - px;
-      if (created > 0 && performance.now() - sentAt < lifetime) {
-        const ends = { lockedUntil: created + leaseMs, expiresAt: created + ttlMs };
-        return {
-          status: 'claimed',
-          takeover: false,
-          record: freshRecord(request, created, 1, ends),
-        };
-      }
+      if (created > 0 && performance.now() - sentAt < lifetime) return claimedNew(request, created);
       return expireAt.status === 'rejected' ? refused(expireAt.reason) : undefined;
     });
   };

@@ -40,7 +40,7 @@ export function claimResultOf(request: ClaimRequest, reply: unknown): ClaimResul
  * attempt, no steps, created at `now`, with the lease's end and the record's end as the
  * script stored them.
  */
-export function freshRecord(
+function freshRecord(
   request: ClaimRequest,
   now: number,
   version: number,

@@ -10,6 +10,7 @@ export { notifyObserver } from '../notifyObserver.js';
 export { formatKeyHeader, type KeyHeaderFields, parseKeyHeader } from '../parseKeyHeader.js';
 export { requirePositive } from '../requirePositive.js';
 export { type CachedStoreOptions, cachedStore } from './cachedStore.js';
+export { claimedNew } from './claimedNew.js';
 export type {
   ClaimResult,
   IdempotencyStore,

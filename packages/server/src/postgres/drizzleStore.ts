@@ -2,6 +2,7 @@ import { type Clock, LeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
+  claimedNew,
   decideClaim,
   type IdempotencyRecord,
   type IdempotencyStore,
@@ -13,7 +14,6 @@ import { PgTransaction } from 'drizzle-orm/pg-core';
 import { GrantedLeases, retryLostConnection, WritePastLeaseError } from './lostConnectionRetry.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
-import { claimedNew } from './readFirstClaim.js';
 import type { IdempotencyKeyRow } from './schema.js';
 
 export interface DrizzleStoreOptions {

@@ -1,4 +1,3 @@
-import { type ClaimRequest, type ClaimResult, decideClaim } from '@idem/core/store';
 import { and, getTableColumns, notExists, type SQL, sql } from 'drizzle-orm';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { type IdempotencyKeyRow, idempotencyKeys as keys } from './schema.js';
@@ -14,18 +13,6 @@ export function columnsOf<T extends Record<ColumnName, unknown>>(source: T): Pic
   const fields = {} as Pick<T, ColumnName>;
   for (const name of COLUMN_NAMES) fields[name] = source[name];
   return fields;
-}
-
-/**
- * A key the claim inserted, at the statement's "now": the record is what core's
- * `decideClaim` makes of a key that does not exist (the statement sends no columns back).
- */
-export function claimedNew(request: ClaimRequest, nowMs: number): ClaimResult {
-  const claimed = decideClaim(null, request, nowMs);
-  if (claimed.status !== 'claimed') {
-    throw new Error('decideClaim refused a key that does not exist');
-  }
-  return { status: 'claimed', takeover: false, record: claimed.next };
 }
 
 /** What the claim is built from: the store's pieces (see `prepareStatements`). */

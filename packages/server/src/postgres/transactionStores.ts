@@ -1,9 +1,10 @@
-import type {
-  ClaimRequest,
-  ClaimResult,
-  IdempotencyStore,
-  LeaseToken,
-  StoredOutcome,
+import {
+  type ClaimRequest,
+  type ClaimResult,
+  claimedNew,
+  type IdempotencyStore,
+  type LeaseToken,
+  type StoredOutcome,
 } from '@idem/core/store';
 import { sql } from 'drizzle-orm';
 import {
@@ -16,7 +17,6 @@ import {
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
-import { claimedNew } from './readFirstClaim.js';
 import { renderedStatement } from './renderedStatement.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs } from './sqlTime.js';
