@@ -552,9 +552,9 @@ describe('drizzleStore on postgres-js: statements sent straight to the driver', 
       const viaDrizzle = drizzleStore(logged.db);
       // The direct path is taken where it may be, and only there.
       const prepared = database().db.select().from(idempotencyKeys).prepare('idem_test_direct');
-      expect(directPrepared(prepared)).not.toBe(prepared);
+      expect(directPrepared(prepared, database().db)).not.toBe(prepared);
       const loggedPrepared = logged.db.select().from(idempotencyKeys).prepare('idem_test_logged');
-      expect(directPrepared(loggedPrepared)).toBe(loggedPrepared);
+      expect(directPrepared(loggedPrepared, logged.db)).toBe(loggedPrepared);
       // Drizzle's own execution runs none of the store's statements, in lease mode or in a
       // transaction (transaction mode's rendered insert and completion), and all of the
       // logged database's.

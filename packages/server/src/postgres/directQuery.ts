@@ -1,5 +1,6 @@
 import * as drizzle from 'drizzle-orm';
 import { DrizzleQueryError, entityKind, fillPlaceholders, is, NoopLogger } from 'drizzle-orm';
+import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
 /**
  * Drizzle's row mapper, exported at run time but not by its declarations; a Drizzle without
@@ -103,21 +104,21 @@ export async function runDirect(
 }
 
 /**
- * `prepared` itself, or, on Drizzle's postgres-js driver with no logger of the app's, the
- * same statement sent straight to postgres-js: the same text, the same parameters
- * (`fillPlaceholders`), the same named prepared statement per connection and the same row
- * mapping (`mapResultRow`), without what Drizzle wraps around every execution (three tracer
- * frames, the query cache's checks, the logger), which costs idem's hot path more CPU than
- * the rest of its own work per statement. idem's statements are writes and reads of the key
- * that must never come from a cache anyway.
+ * `prepared` itself, or, where `db` is Drizzle's postgres-js driver with no logger of the
+ * app's (`postgresJsClientOf`), the same statement sent straight to postgres-js: the same
+ * text, the same parameters (`fillPlaceholders`), the same named prepared statement per
+ * connection and the same row mapping (`mapResultRow`), without what Drizzle wraps around
+ * every execution (three tracer frames, the query cache's checks, the logger), which costs
+ * idem's hot path more CPU than the rest of its own work per statement. idem's statements
+ * are writes and reads of the key that must never come from a cache anyway.
  */
-export function directPrepared<T extends Executable>(prepared: T): Pick<T, 'execute'> {
-  const statement = directStatementOf(prepared);
-  const client = (prepared as { client?: unknown }).client;
-  const logger = (prepared as { logger?: unknown }).logger;
-  if (statement === undefined || !isPostgresJsSql(client) || !is(logger, NoopLogger)) {
-    return prepared;
-  }
+export function directPrepared<T extends Executable>(
+  prepared: T,
+  db: PgDatabaseLike,
+): Pick<T, 'execute'> {
+  const client = postgresJsClientOf(db);
+  const statement = client && directStatementOf(prepared);
+  if (!client || !statement) return prepared;
   const direct: Executable = { execute: (values = {}) => runDirect(statement, client, values) };
   return direct as Pick<T, 'execute'>;
 }

@@ -59,21 +59,24 @@ export function prepareStatements(
     lockedUntil: null,
     expiresAt: sqlLater(parts.now, param.ttlMs),
   } as const;
+  /** `query` prepared under the store's name for `statement`, run the cheapest way `db` allows. */
+  const prepared = <T extends { execute(values?: Record<string, unknown>): Promise<unknown> }>(
+    query: { prepare(name: string): T },
+    statement: string,
+  ) => directPrepared(query.prepare(name(statement)), db);
   const fencedUpdate = (statement: string, set: FencedSet) =>
-    once(() => directPrepared(fencedUpdateOf(parts, set).prepare(name(statement))));
+    once(() => prepared(fencedUpdateOf(parts, set), statement));
   return {
-    insertNew: once(() => directPrepared(insertNewKey(parts, COLUMNS).prepare(name('insert_new')))),
+    insertNew: once(() => prepared(insertNewKey(parts, COLUMNS), 'insert_new')),
     // Transaction mode's claim takes the key's lock in the new row's values, which only a
     // row the insert tries computes: it keeps the statement that tries every key.
     claim: once(() =>
-      directPrepared(
-        (boundLockWait || keyLock
-          ? claimStatement(parts)
-          : readFirstClaim(parts, parts.newKey)
-        ).prepare(name('claim')),
+      prepared(
+        boundLockWait || keyLock ? claimStatement(parts) : readFirstClaim(parts, parts.newKey),
+        'claim',
       ),
     ),
-    takeOver: once(() => directPrepared(takeOverStatement(parts).prepare(name('take_over')))),
+    takeOver: once(() => prepared(takeOverStatement(parts), 'take_over')),
     complete: fencedUpdate('complete', completion),
     release: fencedUpdate('release', { lockedUntil: parts.now }),
     heartbeat: fencedUpdate('heartbeat', { lockedUntil: sqlLater(parts.now, param.leaseMs) }),
@@ -81,23 +84,24 @@ export function prepareStatements(
       steps: sql`${keys.steps} || jsonb_build_object(${param.stepName}::text, ${param.stepValue}::jsonb)`,
     }),
     read: once(() =>
-      directPrepared(
+      prepared(
         db
           .select({ ...COLUMNS, nowMs })
           .from(keys)
-          .where(byId)
-          .prepare(name('read')),
+          .where(byId),
+        'read',
       ),
     ),
     // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
     // right now is left to that claim.
     sweep: once(() =>
-      directPrepared(
+      prepared(
         deleteSkipLocked(db, keys, {
           key: [keys.scope, keys.key],
           doomed: parts.expired,
           limit: param.limit,
-        }).prepare(name('sweep')),
+        }),
+        'sweep',
       ),
     ),
     /** Statements as built, unprepared, for `renderedStatement`. */
