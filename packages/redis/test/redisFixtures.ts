@@ -71,3 +71,11 @@ export async function until<Answer>(
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+/** The Redis server's clock (`TIME`) on `node`, in whole epoch milliseconds. */
+export async function serverTimeOf(node: {
+  sendCommand(args: string[]): Promise<unknown>;
+}): Promise<number> {
+  const [seconds, micros] = (await node.sendCommand(['TIME'])) as string[];
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}

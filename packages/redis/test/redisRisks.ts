@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { type RedisConnection, redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';
 import { scripts } from '../src/scripts.js';
-import { at, freshStore, request, until } from './redisFixtures.js';
+import { at, freshStore, request, serverTimeOf, until } from './redisFixtures.js';
 
 /** A client to one node, for the commands a test sends past the store. */
 export interface NodeCommands {
@@ -28,11 +28,7 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
   describe(`redisStore beyond the contract: ${name}`, () => {
     /** A store of its own per test: a key prefix nobody else uses. */
     const fresh = () => freshStore(subject().client);
-    const serverTime = async () => {
-      const node = at(subject().nodes, 0);
-      const [seconds, micros] = (await node.sendCommand(['TIME'])) as string[];
-      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    };
+    const serverTime = () => serverTimeOf(at(subject().nodes, 0));
     const pttl = async (prefix: string, scope: string, key: string) =>
       Number(
         await nodeOf(recordKey(prefix, scope, key)).then((node) =>

@@ -5,7 +5,7 @@ import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { recordKey } from '../src/recordKey.js';
 import { startRedisServer } from '../src/testing/index.js';
-import { freshStore, request, until, useRedis } from './redisFixtures.js';
+import { freshStore, request, serverTimeOf, until, useRedis } from './redisFixtures.js';
 import { redisRisks } from './redisRisks.js';
 
 describe('redisStore on one redis-server', () => {
@@ -33,10 +33,7 @@ describe('redisStore on one redis-server', () => {
         Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
       return { set: count('set'), scripts: count('evalsha') + count('eval') };
     };
-    const serverTime = async () => {
-      const [seconds, micros] = (await redis().client.sendCommand(['TIME'])) as string[];
-      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    };
+    const serverTime = () => serverTimeOf(redis().client);
 
     it("claims a new key with no script, stamped with the server's millisecond of its SET", async () => {
       const { store, keyPrefix } = freshStore(redis().client);
