@@ -1,5 +1,14 @@
 import * as drizzle from 'drizzle-orm';
-import { DrizzleQueryError, entityKind, fillPlaceholders, is, NoopLogger } from 'drizzle-orm';
+import {
+  Column,
+  DrizzleQueryError,
+  entityKind,
+  fillPlaceholders,
+  is,
+  NoopLogger,
+  SQL,
+  Subquery,
+} from 'drizzle-orm';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
 /**
@@ -30,15 +39,63 @@ interface Executable {
 /**
  * What Drizzle's postgres-js prepared query keeps of a statement (read at run time, not
  * declared by its types): its text, its parameters (placeholders among them), and how it
- * maps rows.
+ * maps rows (`mapRow`; undefined for a statement whose rows are not mapped).
  */
 export interface DirectStatement {
   readonly queryString: string;
   readonly params: unknown[];
-  readonly fields: unknown;
-  readonly joinsNotNullableMap: Record<string, boolean> | undefined;
   readonly prepare: boolean;
-  readonly mapRow: MapResultRow;
+  readonly mapRow: ((row: unknown[]) => unknown) | undefined;
+}
+
+/** How a selected field turns the driver's value into the row's (a column, or SQL's decoder). */
+interface Decoder {
+  mapFromDriverValue(value: unknown): unknown;
+}
+
+/** A selected field as Drizzle orders them: where the value goes, and what it is. */
+interface OrderedField {
+  path: string[];
+  field: unknown;
+}
+
+/** SQL's decoder: set at run time (`mapWith`), not declared by Drizzle's types. */
+type Decoded = { decoder: Decoder };
+
+/** The decoder Drizzle's `mapResultRow` picks for `field`. */
+function decoderOf(field: unknown): Decoder {
+  if (is(field, Column)) return field as unknown as Decoder;
+  if (is(field, SQL)) return (field as unknown as Decoded).decoder;
+  if (is(field, Subquery)) return (field as unknown as { _: { sql: Decoded } })._.sql.decoder;
+  return (field as { sql: Decoded }).sql.decoder;
+}
+
+/**
+ * Drizzle's `mapResultRow(fields, row, joinsNotNullableMap)` with what it works out per
+ * row (each field's kind and decoder) worked out once. idem's statements select flat
+ * fields (one name each, no joined tables), which it maps the same way, value by value;
+ * any other shape is left to `mapResultRow` itself.
+ */
+function rowMapperOf(
+  fields: unknown,
+  joinsNotNullableMap: Record<string, boolean> | undefined,
+  mapResultRow: MapResultRow,
+): (row: unknown[]) => unknown {
+  const ordered = fields as OrderedField[];
+  if (!ordered.every(({ path }) => Array.isArray(path) && path.length === 1)) {
+    return (row) => mapResultRow(fields, row, joinsNotNullableMap);
+  }
+  const names = ordered.map(({ path }) => path[0] as string);
+  const decoders = ordered.map(({ field }) => decoderOf(field));
+  return (row) => {
+    const mapped: Record<string, unknown> = {};
+    for (let index = 0; index < names.length; index++) {
+      const value = row[index];
+      mapped[names[index] as string] =
+        value === null ? null : (decoders[index] as Decoder).mapFromDriverValue(value);
+    }
+    return mapped;
+  };
 }
 
 const kindOf = (value: unknown) =>
@@ -53,17 +110,23 @@ const isPostgresJsSql = (client: unknown): client is PostgresJsSql =>
  */
 export function directStatementOf(prepared: unknown): DirectStatement | undefined {
   if (mapResultRow === undefined || kindOf(prepared) !== 'PostgresJsPreparedQuery') return;
-  const query = prepared as Partial<DirectStatement> & { customResultMapper?: unknown };
+  const query = prepared as Partial<DirectStatement> & {
+    customResultMapper?: unknown;
+    fields?: unknown;
+    joinsNotNullableMap?: Record<string, boolean>;
+  };
   const { queryString, params, fields, joinsNotNullableMap, prepare } = query;
   if (
     query.customResultMapper !== undefined ||
     typeof queryString !== 'string' ||
     !Array.isArray(params) ||
-    typeof prepare !== 'boolean'
+    typeof prepare !== 'boolean' ||
+    (fields !== undefined && !Array.isArray(fields))
   ) {
     return;
   }
-  return { queryString, params, fields, joinsNotNullableMap, prepare, mapRow: mapResultRow };
+  const mapRow = fields ? rowMapperOf(fields, joinsNotNullableMap, mapResultRow) : undefined;
+  return { queryString, params, prepare, mapRow };
 }
 
 /**
@@ -87,20 +150,17 @@ export async function runDirect(
   client: PostgresJsSql,
   values: Record<string, unknown>,
 ): Promise<unknown[]> {
-  const { queryString, fields, prepare } = statement;
+  const { queryString, prepare, mapRow } = statement;
   const bound = fillPlaceholders(statement.params, values);
   let rows: unknown[];
   try {
-    rows = fields
+    rows = mapRow
       ? await client.unsafe(queryString, bound, { prepare }).values()
       : await client.unsafe(queryString, bound, { prepare });
   } catch (error) {
     throw new DrizzleQueryError(queryString, bound, error as Error);
   }
-  if (!fields) return rows;
-  return (rows as unknown[][]).map((row) =>
-    statement.mapRow(fields, row, statement.joinsNotNullableMap),
-  );
+  return mapRow ? (rows as unknown[][]).map(mapRow) : rows;
 }
 
 /**
