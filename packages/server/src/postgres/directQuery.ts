@@ -7,7 +7,6 @@ import {
   is,
   NoopLogger,
   SQL,
-  Subquery,
 } from 'drizzle-orm';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
@@ -62,19 +61,22 @@ interface OrderedField {
 /** SQL's decoder: set at run time (`mapWith`), not declared by Drizzle's types. */
 type Decoded = { decoder: Decoder };
 
-/** The decoder Drizzle's `mapResultRow` picks for `field`. */
-function decoderOf(field: unknown): Decoder {
+/**
+ * The decoder Drizzle's `mapResultRow` picks for `field`: a column, SQL, or aliased SQL (the
+ * fields idem's statements select); undefined for anything else (a subquery, say).
+ */
+function decoderOf(field: unknown): Decoder | undefined {
   if (is(field, Column)) return field as unknown as Decoder;
   if (is(field, SQL)) return (field as unknown as Decoded).decoder;
-  if (is(field, Subquery)) return (field as unknown as { _: { sql: Decoded } })._.sql.decoder;
-  return (field as { sql: Decoded }).sql.decoder;
+  if (is(field, SQL.Aliased)) return (field.sql as unknown as Decoded).decoder;
+  return undefined;
 }
 
 /**
  * Drizzle's `mapResultRow(fields, row, joinsNotNullableMap)` with what it works out per
  * row (each field's kind and decoder) worked out once. idem's statements select flat
- * fields (one name each, no joined tables), which it maps the same way, value by value;
- * any other shape is left to `mapResultRow` itself.
+ * fields (one name each, no joined tables; columns and SQL), which it maps the same way,
+ * value by value; any other shape is left to `mapResultRow` itself.
  */
 function rowMapperOf(
   fields: unknown,
@@ -82,11 +84,12 @@ function rowMapperOf(
   mapResultRow: MapResultRow,
 ): (row: unknown[]) => unknown {
   const ordered = fields as OrderedField[];
-  if (!ordered.every(({ path }) => Array.isArray(path) && path.length === 1)) {
+  const decoders = ordered.map(({ field }) => decoderOf(field));
+  const flat = ordered.every(({ path }) => Array.isArray(path) && path.length === 1);
+  if (!flat || decoders.includes(undefined)) {
     return (row) => mapResultRow(fields, row, joinsNotNullableMap);
   }
   const names = ordered.map(({ path }) => path[0] as string);
-  const decoders = ordered.map(({ field }) => decoderOf(field));
   return (row) => {
     const mapped: Record<string, unknown> = {};
     for (let index = 0; index < names.length; index++) {
@@ -127,6 +130,11 @@ export function directStatementOf(prepared: unknown): DirectStatement | undefine
   }
   const mapRow = fields ? rowMapperOf(fields, joinsNotNullableMap, mapResultRow) : undefined;
   return { queryString, params, prepare, mapRow };
+}
+
+/** Whether `db` (a Drizzle database or transaction) runs on Drizzle's postgres-js driver. */
+export function isPostgresJs(db: unknown): boolean {
+  return kindOf((db as { session?: unknown }).session) === 'PostgresJsSession';
 }
 
 /**
