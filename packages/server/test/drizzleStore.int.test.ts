@@ -347,13 +347,24 @@ for (const backend of backends) {
       // A key that exists goes through the full claim on the same transaction: a replay.
       const again = await db.transaction(async (tx) => storeIn(tx).claim(request({ key: 'tx-1' })));
       expect(again).toMatchObject({ status: 'replay', record: { version: 1 } });
-      // A completion fenced by a stale token changes nothing and says so.
+      // A completion fenced by a stale token changes nothing and says so, and its transaction
+      // cannot commit after it: the statement failed inside Postgres, so a COMMIT sent behind
+      // it before its answer rolls back.
       const stale = { ...leaseTokenOf(again.record), version: 7 };
-      await db.transaction(async (tx) => {
-        const lost = await rejection(
-          storeIn(tx).complete(stale, { kind: 'success', value: 0 }, TTL_MS),
-        );
-        expect(isLeaseLostError(lost)).toBe(true);
+      let lost: unknown;
+      const ended = await rejection(
+        db.transaction(async (tx) => {
+          lost = await rejection(
+            storeIn(tx).complete(stale, { kind: 'success', value: 0 }, TTL_MS),
+          );
+        }),
+      );
+      expect(isLeaseLostError(lost)).toBe(true);
+      expect(ended).toBeInstanceOf(Error);
+      expect(await drizzleStore(db).get(request().scope, 'tx-1')).toMatchObject({
+        status: 'completed',
+        version: 1,
+        outcome: { kind: 'success', value: { key: 'tx-1' } },
       });
     });
 

@@ -88,6 +88,21 @@ for (const backend of backends) {
       expect(await ordersOf(tag)).toBe(1);
     });
 
+    it('never commits the writes without the completion: a procedure that deleted its own key gets 409 LEASE_LOST, nothing is written, the retry runs', async () => {
+      // The completion goes out with the COMMIT behind it (postgres-js pipelines them); the
+      // completion finding no row must turn that COMMIT into a rollback.
+      const { key, tag, input, first } = await newOrder({ sku: 'book', outcome: 'tampered' });
+      expect(first.status).toBe(409);
+      expect(first.error?.data.idempotency).toMatchObject({ code: 'LEASE_LOST' });
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(key)).toBeUndefined();
+      const fixed = await txOrder({ ...input, outcome: 'ok' }, key);
+      expect(fixed.status).toBe(200);
+      expect(fixed.headers.get('idempotent-replayed')).toBeNull();
+      expect(await ordersOf(tag)).toBe(1);
+      expect(app().executionsOf(tag)).toBe(2);
+    });
+
     it('on a transient error rolls back everything and frees the key; the retry runs and commits', async () => {
       const { key, tag, input, first } = await newOrder({
         sku: 'book',

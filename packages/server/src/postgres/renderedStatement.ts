@@ -1,4 +1,5 @@
 import { Placeholder, type SQL, type SQLChunk, sql } from 'drizzle-orm';
+import { causeChain } from './connectionError.js';
 import {
   type DirectStatement,
   directStatementOf,
@@ -33,12 +34,15 @@ type RowOf<TSelection extends Record<string, SQL.Aliased>> = {
  * Drizzle built the first time is sent as it is on each transaction's own connection.
  *
  * `selection` names the statement's `RETURNING` columns (`sql<T>\`column\``), as the rows
- * will carry them.
+ * will carry them. With `rowRequired`, a run that returns no row fails instead, raised by
+ * Postgres within the statement (see `rowsOrRaise`), so the transaction cannot commit
+ * without it.
  */
 export function renderedStatement<TSelection extends Record<string, SQL.Aliased>>(
   name: string,
   statement: Renderable,
   selection: TSelection,
+  options: { rowRequired?: boolean } = {},
 ) {
   const { sql: text, params } = statement.toSQL();
   // The text is Drizzle's rendering of one of this store's own statements (built in
@@ -62,7 +66,12 @@ export function renderedStatement<TSelection extends Record<string, SQL.Aliased>
   const prepare = (db: PgDatabaseLike) => {
     // Typed loosely for `from()`, whose check for an empty selection a generic defeats.
     const body = db.$with(name, selection as Record<string, SQL.Aliased>).as(flat);
-    return db.with(body).select().from(body).prepare(name);
+    if (!options.rowRequired) return db.with(body).select().from(body).prepare(name);
+    return db
+      .with(body)
+      .select(selection as Record<string, SQL.Aliased>)
+      .from(rowsOrRaise(name, Object.keys(selection).length))
+      .prepare(name);
   };
   // On postgres-js the query is built once, on the first database it runs on, and sent as
   // it is on every later transaction's connection (`runDirect`).
@@ -81,6 +90,34 @@ export function renderedStatement<TSelection extends Record<string, SQL.Aliased>
       return (await prepare(db).execute(values)) as RowOf<TSelection>[];
     },
   };
+}
+
+/** What the error a `rowRequired` statement raises for no row says (see {@link noRowRaised}). */
+const NO_ROW = 'idem: a statement that must change its key found no row';
+
+/**
+ * The rows of the CTE `name`, or, when it has none, an error raised by Postgres itself
+ * (`22P02`, its message naming {@link NO_ROW}), which aborts the transaction the statement
+ * runs in: a COMMIT sent behind it (pipelined, before its answer came) then rolls back.
+ * `CASE` keeps the raising cast from being evaluated while a row exists, and
+ * `pg_backend_pid()` (not an immutable function) keeps the planner from folding it into a
+ * constant it would evaluate when planning.
+ */
+function rowsOrRaise(name: string, columns: number) {
+  const cte = sql.identifier(name);
+  const nulls = sql.join(
+    Array.from({ length: columns }, () => sql`null`),
+    sql`, `,
+  );
+  return sql`(select * from ${cte} union all select ${nulls} where case when exists (select from ${cte}) then false else (${sql.raw(`'${NO_ROW} ('`)} || pg_backend_pid() || ')')::int = 0 end) as ${sql.identifier(`${name}_rows`)}`;
+}
+
+/** Whether `error` (or a cause of it) is what a `rowRequired` statement raises for no row. */
+export function noRowRaised(error: unknown): boolean {
+  for (const link of causeChain(error)) {
+    if (link.code === '22P02' && String(link.message).includes(NO_ROW)) return true;
+  }
+  return false;
 }
 
 /** A rendered parameter as a chunk of `sql.join`: a placeholder as it is, a value bound. */

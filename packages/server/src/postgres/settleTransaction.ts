@@ -8,7 +8,7 @@ import {
 import { endedWithItsConnection } from './driverEnd.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { storeAfterRollback } from './storeAfterRollback.js';
-import { type CallState, Rollback, storedOf } from './transactionCall.js';
+import { type CallState, Rollback, type Settled, storedOf } from './transactionCall.js';
 
 /** Settles a claimed key by the handler's attempt: commit, or roll back and store, or release. */
 export async function settle<T>(
@@ -17,7 +17,7 @@ export async function settle<T>(
   store: IdempotencyStore,
   record: IdempotencyRecord,
   attempt: Attempt<T>,
-): Promise<RunResult<T>> {
+): Promise<Extract<Settled<T>, { result: unknown }>> {
   const { serializer, errorPolicy, ttlMs } = state.settings;
   const result: RunResult<T> = attempt.ok
     ? { ok: true, replayed: false, value: attempt.value, version: record.version }
@@ -42,9 +42,15 @@ export async function settle<T>(
     throw new Rollback({ ok: false, replayed: false, error }, { error });
   }
   if (attempt.ok && (attempt.keep ?? 'all') === 'all') {
-    await store.complete(record, outcome, ttlMs);
+    const done = store.complete(record, outcome, ttlMs);
+    if (state.database.pipelinesCommit) {
+      // Awaited once the transaction has ended (see Opened.pipelinesCommit).
+      done.catch(() => {});
+      return { result, completion: { done, version: record.version } };
+    }
+    await done;
     state.report('completed', record.version);
-    return result;
+    return { result };
   }
   // A transaction one of the handler's statements aborted can only roll back: nothing is
   // stored, and the caller gets the handler's own answer (a retry runs again).
@@ -52,5 +58,5 @@ export async function settle<T>(
     throw new Rollback(result, { error: attempt.ok ? undefined : attempt.error });
   }
   state.report('completed', record.version, attempt.ok ? undefined : attempt.error);
-  return result;
+  return { result };
 }

@@ -9,6 +9,7 @@ import {
 import type { ClaimResult } from '@idem/core/store';
 import { admit, TIMED_OUT } from './admission.js';
 import { hasCode } from './connectionError.js';
+import { isPostgresJs } from './directQuery.js';
 import { endedWithItsConnection, heldTransaction, parked, watchEnd } from './driverEnd.js';
 import { drizzleStore } from './drizzleStore.js';
 import { checkTransactionsOn } from './nodePostgresClient.js';
@@ -105,7 +106,12 @@ export function transactionMode(config: TransactionModeConfig) {
     opened ??= config.db().then(
       (db) => {
         checkTransactionsOn(db, 'Transaction mode');
-        return { db, reader: drizzleStore(db), storeIn: transactionStores(db, lockWaitMs) };
+        return {
+          db,
+          reader: drizzleStore(db),
+          storeIn: transactionStores(db, lockWaitMs),
+          pipelinesCommit: isPostgresJs(db),
+        };
       },
       (error: unknown) => {
         opened = undefined;
@@ -189,7 +195,15 @@ async function runCall<T>(
     return error.result as RunResult<T>;
   }
   if (settled === TIMED_OUT) return busy(state);
-  if ('result' in settled) return settled.result;
+  if ('result' in settled) {
+    const { completion } = settled;
+    if (completion) {
+      // The driver has committed behind it: a completion that failed rolled that back.
+      await completion.done;
+      state.report('completed', completion.version);
+    }
+    return settled.result;
+  }
   // Only a lease-mode attempt leaves a committed in-progress row behind.
   return answered(state, settled.claim);
 }
@@ -235,5 +249,5 @@ async function claimAndRun<T>(
   // fewer promise steps than the failed statement reaches the handler's answer), and idem's
   // next statement would go to a closed socket (see endedWithItsConnection).
   if (state.driver.ended) return parked();
-  return { result: await settle(state, tx, store, record, attempt) };
+  return settle(state, tx, store, record, attempt);
 }

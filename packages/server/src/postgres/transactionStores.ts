@@ -1,3 +1,4 @@
+import { LeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
@@ -17,7 +18,7 @@ import {
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
-import { renderedStatement } from './renderedStatement.js';
+import { noRowRaised, renderedStatement } from './renderedStatement.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs } from './sqlTime.js';
 
@@ -53,10 +54,15 @@ export function transactionStores(
       { createdAtMs: sql<number>`created_at_ms`.mapWith(Number).as('created_at_ms') },
     ),
   );
+  // A completion that finds no row fails within the statement, so that a COMMIT sent behind
+  // it before its answer (transaction mode on postgres-js) rolls the handler's writes back.
   const complete = once(() =>
-    renderedStatement('idem_tx_complete', unprepared.complete(), {
-      version: sql<number>`version`.as('version'),
-    }),
+    renderedStatement(
+      'idem_tx_complete',
+      unprepared.complete(),
+      { version: sql<number>`version`.as('version') },
+      { rowRequired: true },
+    ),
   );
 
   return (tx) => {
@@ -73,11 +79,17 @@ export function transactionStores(
         return claimedNew(request, row.createdAtMs);
       },
       async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-        const updated = await complete().execute(tx, {
-          ...incarnation(token),
-          outcome: JSON.stringify(outcome),
-          ttlMs,
-        });
+        let updated: unknown[];
+        try {
+          updated = await complete().execute(tx, {
+            ...incarnation(token),
+            outcome: JSON.stringify(outcome),
+            ttlMs,
+          });
+        } catch (error) {
+          if (!noRowRaised(error)) throw error;
+          throw new LeaseLostError(token.scope, token.key, token.version, { cause: error });
+        }
         throwIfFencedOut(updated, token);
       },
       release: (token) => fullStore().release(token),
