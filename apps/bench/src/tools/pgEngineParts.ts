@@ -8,7 +8,6 @@
  * picks sides; `DUMP=1` prints the store's SQL.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createIdempotency } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
 import { drizzleStore, migrate } from '@idem/server/postgres';
@@ -16,6 +15,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { onCleanup, runMain } from '../lib/cleanup.js';
 import { quiet } from '../lib/config.js';
+import { timedKeysCpu } from '../lib/keysCpu.js';
 import { createScratchDatabase } from '../lib/scratchDatabase.js';
 
 const SCOPE = 'tenant:bench/parts';
@@ -164,36 +164,8 @@ runMain(async () => {
     },
   };
   const only = (process.env.PARTS ?? Object.keys(sides).join(',')).split(',');
-  const backendsCpuUs = async () => {
-    const pids =
-      await client`select pid from pg_stat_activity where application_name = 'idem_parts'`;
-    let ticks = 0;
-    for (const { pid } of pids) {
-      try {
-        const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-        ticks += Number(fields[11]) + Number(fields[12]);
-      } catch {
-        // A backend that ended.
-      }
-    }
-    return (ticks * 1_000_000) / 100;
-  };
-  const run = async (phase: 'first' | 'replay', op: Op, ids: string[]) => {
-    let next = 0;
-    const pgBefore = await backendsCpuUs();
-    const cpu = process.cpuUsage();
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < ids.length) await op(ids[next++] as string);
-      }),
-    );
-    const ms = performance.now() - started;
-    const used = process.cpuUsage(cpu);
-    const pg = (await backendsCpuUs()) - pgBefore;
-    const perKey = (us: number) => ((us / ids.length) | 0).toString().padStart(4);
-    return `${phase} ${((ids.length / ms) * 1000).toFixed(0).padStart(6)}/s node ${perKey(used.user + used.system)} µs + pg ${perKey(pg)} µs`;
-  };
+  const run = async (phase: 'first' | 'replay', op: Op, ids: string[]) =>
+    `${phase} ${(await timedKeysCpu(client, 'idem_parts', concurrency, ids, op)).text}`;
   for (let round = -1; round < rounds; round++) {
     for (const name of only) {
       const side = sides[name];

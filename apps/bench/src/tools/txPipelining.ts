@@ -9,12 +9,12 @@
  * and CPU per key of this process and of the Postgres backends.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { migrate } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { onCleanup, runMain } from '../lib/cleanup.js';
 import { quiet } from '../lib/config.js';
+import { timedKeysCpu } from '../lib/keysCpu.js';
 import { createScratchDatabase } from '../lib/scratchDatabase.js';
 import { CREATE_BENCH_TABLES } from '../server/schema.js';
 
@@ -99,51 +99,26 @@ runMain(async () => {
       }
     },
   };
-  const backendsCpuUs = async () => {
-    const pids =
-      await client`select pid from pg_stat_activity where application_name = 'idem_txpipe'`;
-    let ticks = 0;
-    for (const { pid } of pids) {
-      try {
-        const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-        ticks += Number(fields[11]) + Number(fields[12]);
-      } catch {
-        // A backend that ended.
-      }
-    }
-    return (ticks * 1_000_000) / 100;
-  };
-  const measure = async (op: Op) => {
-    const ids = Array.from({ length: keys }, () => randomUUID());
-    let next = 0;
-    const pgBefore = await backendsCpuUs();
-    const cpu = process.cpuUsage();
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < ids.length) await op(ids[next++] as string);
-      }),
+  const measure = (op: Op) =>
+    timedKeysCpu(
+      client,
+      'idem_txpipe',
+      concurrency,
+      Array.from({ length: keys }, () => randomUUID()),
+      op,
     );
-    const rate = (ids.length / (performance.now() - started)) * 1000;
-    const used = process.cpuUsage(cpu);
-    const pg = (await backendsCpuUs()) - pgBefore;
-    const perKey = (us: number) => ((us / ids.length) | 0).toString().padStart(4);
-    return {
-      rate,
-      text: `${rate.toFixed(0).padStart(6)}/s node ${perKey(used.user + used.system)} µs + pg ${perKey(pg)} µs`,
-    };
-  };
   const ratios: number[] = [];
   for (let round = -1; round < rounds; round++) {
     const awaited = await measure(sides.awaited as Op);
     const commit = await measure(sides.commitPipelined as Op);
     const pipelined = await measure(sides.pipelined as Op);
     const tag = round < 0 ? 'warm' : `r${round}`;
-    const vs = (other: { rate: number }) => `${(other.rate / awaited.rate).toFixed(2)}×`;
+    const vs = (other: { perSecond: number }) =>
+      `${(other.perSecond / awaited.perSecond).toFixed(2)}×`;
     console.log(`${tag}  awaited ${awaited.text}`);
     console.log(`${tag}  completion+COMMIT ${commit.text}  ${vs(commit)}`);
     console.log(`${tag}  BEGIN+claim, completion+COMMIT ${pipelined.text}  ${vs(pipelined)}`);
-    if (round >= 0) ratios.push(commit.rate / awaited.rate);
+    if (round >= 0) ratios.push(commit.perSecond / awaited.perSecond);
   }
   ratios.sort((a, b) => a - b);
   console.log(

@@ -1,0 +1,61 @@
+import { readFileSync } from 'node:fs';
+import type postgres from 'postgres';
+
+/** One timed run of keys: keys per second, and CPU per key of this process and of Postgres. */
+export interface KeysCpu {
+  perSecond: number;
+  /** `<keys>/s node <µs> µs + pg <µs> µs`, aligned for a table of runs. */
+  text: string;
+}
+
+/**
+ * The CPU time, µs, the Postgres backends named `applicationName` have used so far (their
+ * `/proc/<pid>/stat` user + system ticks): the server's share of a run, which the rate alone
+ * hides on a machine where client and server share the cores.
+ */
+async function backendsCpuUs(client: postgres.Sql, applicationName: string): Promise<number> {
+  const pids =
+    await client`select pid from pg_stat_activity where application_name = ${applicationName}`;
+  let ticks = 0;
+  for (const { pid } of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // A backend that ended.
+    }
+  }
+  return (ticks * 1_000_000) / 100;
+}
+
+/**
+ * Runs `op` on every id, `concurrency` at a time, on a client whose connections carry
+ * `applicationName`: keys per second, and this process's and the Postgres backends' CPU
+ * per key.
+ */
+export async function timedKeysCpu(
+  client: postgres.Sql,
+  applicationName: string,
+  concurrency: number,
+  ids: readonly string[],
+  op: (id: string) => Promise<void>,
+): Promise<KeysCpu> {
+  let next = 0;
+  const pgBefore = await backendsCpuUs(client, applicationName);
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < ids.length) await op(ids[next++] as string);
+    }),
+  );
+  const perSecond = (ids.length / (performance.now() - started)) * 1000;
+  const used = process.cpuUsage(cpu);
+  const pg = (await backendsCpuUs(client, applicationName)) - pgBefore;
+  const perKey = (us: number) => ((us / ids.length) | 0).toString().padStart(4);
+  const rate = perSecond.toFixed(0).padStart(6);
+  return {
+    perSecond,
+    text: `${rate}/s node ${perKey(used.user + used.system)} µs + pg ${perKey(pg)} µs`,
+  };
+}
