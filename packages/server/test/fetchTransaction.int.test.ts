@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { isConfigurationError } from '@idem/core';
+import { isConfigurationError, type Serializer } from '@idem/core';
 import { memoryStore } from '@idem/core/testing';
 import { type Logger, sql } from 'drizzle-orm';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -47,7 +47,10 @@ for (const backend of driverBackends) {
     });
 
     /** A handler that writes one order through `tx`, then answers as the body asks. */
-    const handlerOn = (db: PgDatabaseLike, extra: { inProgress?: { waitMs: number } } = {}) =>
+    const handlerOn = (
+      db: PgDatabaseLike,
+      extra: { inProgress?: { waitMs: number }; serializer?: Serializer } = {},
+    ) =>
       idempotentHandler(
         { mode: 'transaction', db, scope: () => 'user:ann', ...extra },
         async (request, { tx }) => {
@@ -147,6 +150,25 @@ for (const backend of driverBackends) {
       expect(retried.headers.get('idempotent-replayed')).toBeNull();
       expect(executions.get(tag)).toBe(3);
       expect(await ordersOf(tag)).toBe(1);
+    });
+
+    it('a completion that fails before it is sent (an answer the store cannot encode) commits nothing', async () => {
+      // The completion goes out ahead of the COMMIT without waiting for its answer where it
+      // can (postgres-js); one that never went out must not let that COMMIT through.
+      const bigIntSerializer: Serializer = {
+        serialize: (value) => ({ value, sentAt: 1n }) as never,
+        deserialize: (json) => json,
+      };
+      const handle = handlerOn(database().db, { serializer: bigIntSerializer });
+      const key = randomUUID();
+      const tag = randomUUID();
+      const failed = await handle(post(key, { tag })).then(
+        (response) => response.status,
+        (error: unknown) => error,
+      );
+      expect(failed).toBe(500);
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(key)).toBeUndefined();
     });
 
     it(`${CONCURRENCY} concurrent duplicates: one execution and one order; the others wait on the key, then replay`, async () => {

@@ -132,11 +132,6 @@ export function directStatementOf(prepared: unknown): DirectStatement | undefine
   return { queryString, params, prepare, mapRow };
 }
 
-/** Whether `db` (a Drizzle database or transaction) runs on Drizzle's postgres-js driver. */
-export function isPostgresJs(db: unknown): boolean {
-  return kindOf((db as { session?: unknown }).session) === 'PostgresJsSession';
-}
-
 /**
  * The postgres-js client of `db` (a Drizzle database or transaction) when idem may send its
  * statements on it directly: Drizzle's postgres-js session with no logger of the app's (with
@@ -150,25 +145,36 @@ export function postgresJsClientOf(db: unknown): PostgresJsSql | undefined {
 }
 
 /**
- * Runs `statement` on `client` with `values` bound, its rows mapped as Drizzle maps them and
- * a failure wrapped as Drizzle wraps it (`DrizzleQueryError`, the driver's error its cause).
+ * Sends `statement` on `client` with `values` bound, now: the query is handed to postgres-js
+ * before this returns (postgres-js sends a query once it is awaited, so this awaits it here,
+ * with `then`), and so goes out ahead of any statement sent after this call on the same
+ * connection, a transaction's `COMMIT` included. Anything that fails before that (binding
+ * the values) throws from this call. The promise has the rows, mapped as Drizzle maps them,
+ * or a failure wrapped as Drizzle wraps it (`DrizzleQueryError`, the driver's error its
+ * cause).
  */
-export async function runDirect(
+export function sendDirect(
   statement: DirectStatement,
   client: PostgresJsSql,
   values: Record<string, unknown>,
 ): Promise<unknown[]> {
   const { queryString, prepare, mapRow } = statement;
   const bound = fillPlaceholders(statement.params, values);
-  let rows: unknown[];
-  try {
-    rows = mapRow
-      ? await client.unsafe(queryString, bound, { prepare }).values()
-      : await client.unsafe(queryString, bound, { prepare });
-  } catch (error) {
+  const query = client.unsafe(queryString, bound, { prepare });
+  const failed = (error: unknown): never => {
     throw new DrizzleQueryError(queryString, bound, error as Error);
-  }
-  return mapRow ? (rows as unknown[][]).map(mapRow) : rows;
+  };
+  if (!mapRow) return query.then((rows) => rows, failed);
+  return query.values().then((rows) => rows.map(mapRow), failed);
+}
+
+/** {@link sendDirect}, with a failure to bind the values as a rejection too. */
+export async function runDirect(
+  statement: DirectStatement,
+  client: PostgresJsSql,
+  values: Record<string, unknown>,
+): Promise<unknown[]> {
+  return sendDirect(statement, client, values);
 }
 
 /**

@@ -4,7 +4,7 @@ import {
   type DirectStatement,
   directStatementOf,
   postgresJsClientOf,
-  runDirect,
+  sendDirect,
 } from './directQuery.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
@@ -74,19 +74,32 @@ export function renderedStatement<TSelection extends Record<string, SQL.Aliased>
       .prepare(name);
   };
   // On postgres-js the query is built once, on the first database it runs on, and sent as
-  // it is on every later transaction's connection (`runDirect`).
+  // it is on every later transaction's connection (`sendDirect`).
   let direct: DirectStatement | undefined | null;
+  /**
+   * Sends the statement on `db` now, where it goes straight to postgres-js (`sendDirect`:
+   * handed to the connection before this returns, so ahead of anything sent after it);
+   * undefined elsewhere, where Drizzle sends it when it gets to it.
+   */
+  const send = (
+    db: PgDatabaseLike,
+    values: Record<string, unknown>,
+  ): Promise<RowOf<TSelection>[]> | undefined => {
+    const client = direct === null ? undefined : postgresJsClientOf(db);
+    if (!client) return undefined;
+    direct ??= directStatementOf(prepare(db)) ?? null;
+    if (!direct) return undefined;
+    return sendDirect(direct, client, values) as Promise<RowOf<TSelection>[]>;
+  };
   return {
+    send,
     /** Runs the statement on `db` (a database or a transaction) with `values` bound. */
     async execute(
       db: PgDatabaseLike,
       values: Record<string, unknown>,
     ): Promise<RowOf<TSelection>[]> {
-      const client = direct === null ? undefined : postgresJsClientOf(db);
-      if (client) {
-        direct ??= directStatementOf(prepare(db)) ?? null;
-        if (direct) return (await runDirect(direct, client, values)) as RowOf<TSelection>[];
-      }
+      const sent = send(db, values);
+      if (sent) return sent;
       return (await prepare(db).execute(values)) as RowOf<TSelection>[];
     },
   };

@@ -9,6 +9,7 @@ import { answerClaim, type IdempotencyStore, type UnclaimedClaim } from '@idem/c
 import type { Admission } from './admission.js';
 import type { DriverHold } from './driverEnd.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import type { TransactionStore } from './transactionStores.js';
 
 /** One keyed call: who asks, its key, and the fingerprint binding the key to the request. */
 export interface TransactionCall {
@@ -40,7 +41,7 @@ export class Abandoned {}
 /**
  * What the transaction came to: a key someone else holds or finished, or this call's result;
  * with `completion` when the completion was sent with the COMMIT right behind it, its answer
- * still to come (see `Opened.pipelinesCommit`).
+ * still to come (see `settle`).
  */
 export type Settled<T> =
   | { claim: UnclaimedClaim }
@@ -50,16 +51,7 @@ export type Settled<T> =
 export interface Opened {
   db: PgDatabaseLike;
   reader: IdempotencyStore;
-  storeIn: (tx: PgDatabaseLike) => IdempotencyStore;
-  /**
-   * Whether the completion is sent without waiting for its answer, so that the driver's
-   * COMMIT follows it in the same write (postgres-js pipelines a transaction's statements):
-   * one round trip less per call. Safe because the completion fails within the statement
-   * when it finds no row (`rowRequired`), which aborts the transaction: the COMMIT behind
-   * it then rolls back, and the call fails with the completion's error, as when it was
-   * awaited.
-   */
-  pipelinesCommit: boolean;
+  storeIn: (tx: PgDatabaseLike) => TransactionStore;
 }
 
 /** One call's state, shared by the steps below. */

@@ -9,7 +9,6 @@ import {
 import type { ClaimResult } from '@idem/core/store';
 import { admit, TIMED_OUT } from './admission.js';
 import { hasCode } from './connectionError.js';
-import { isPostgresJs } from './directQuery.js';
 import { endedWithItsConnection, heldTransaction, parked, watchEnd } from './driverEnd.js';
 import { drizzleStore } from './drizzleStore.js';
 import { checkTransactionsOn } from './nodePostgresClient.js';
@@ -106,12 +105,7 @@ export function transactionMode(config: TransactionModeConfig) {
     opened ??= config.db().then(
       (db) => {
         checkTransactionsOn(db, 'Transaction mode');
-        return {
-          db,
-          reader: drizzleStore(db),
-          storeIn: transactionStores(db, lockWaitMs),
-          pipelinesCommit: isPostgresJs(db),
-        };
+        return { db, reader: drizzleStore(db), storeIn: transactionStores(db, lockWaitMs) };
       },
       (error: unknown) => {
         opened = undefined;

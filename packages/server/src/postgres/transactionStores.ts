@@ -36,10 +36,25 @@ import { sqlEpochMs } from './sqlTime.js';
  * request. Everything else (a key that exists after all: a takeover, a duplicate that
  * waited) goes to a full store built on the transaction when first needed.
  */
+/** A store on one transaction, which can also send its completion without waiting for it. */
+export interface TransactionStore extends IdempotencyStore {
+  /**
+   * `complete`, sent now, ahead of anything sent on the transaction after this call (its
+   * `COMMIT` included) where the statement goes straight to postgres-js; undefined where it
+   * cannot be (another driver, a Drizzle logger): then call `complete`. What fails before
+   * the statement is sent throws from this call.
+   */
+  sendCompletion(
+    token: LeaseToken,
+    outcome: StoredOutcome,
+    ttlMs: number,
+  ): Promise<void> | undefined;
+}
+
 export function transactionStores(
   db: PgDatabaseLike,
   lockWaitMs: number,
-): (tx: PgDatabaseLike) => IdempotencyStore {
+): (tx: PgDatabaseLike) => TransactionStore {
   const lockWait = lockTimeoutOf(lockWaitMs);
   const { unprepared } = prepareStatements(db, undefined, true, true);
   // The new key's creation time, the statement's "now", comes back as epoch milliseconds
@@ -72,6 +87,11 @@ export function transactionStores(
       full ??= createDrizzleStore(tx, { lockWaitMs }, true);
       return full;
     };
+    const completionValues = (token: LeaseToken, outcome: StoredOutcome, ttlMs: number) => ({
+      ...incarnation(token),
+      outcome: JSON.stringify(outcome),
+      ttlMs,
+    });
     return {
       async claim(request: ClaimRequest): Promise<ClaimResult> {
         const [row] = await insertNew().execute(tx, { ...claimValues(request), lockWait });
@@ -79,18 +99,11 @@ export function transactionStores(
         return claimedNew(request, row.createdAtMs);
       },
       async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
-        let updated: unknown[];
-        try {
-          updated = await complete().execute(tx, {
-            ...incarnation(token),
-            outcome: JSON.stringify(outcome),
-            ttlMs,
-          });
-        } catch (error) {
-          if (!noRowRaised(error)) throw error;
-          throw new LeaseLostError(token.scope, token.key, token.version, { cause: error });
-        }
-        throwIfFencedOut(updated, token);
+        return fenced(token, complete().execute(tx, completionValues(token, outcome, ttlMs)));
+      },
+      sendCompletion(token, outcome, ttlMs) {
+        const sent = complete().send(tx, completionValues(token, outcome, ttlMs));
+        return sent && fenced(token, sent);
       },
       release: (token) => fullStore().release(token),
       heartbeat: (token, leaseMs) => fullStore().heartbeat(token, leaseMs),
@@ -99,4 +112,15 @@ export function transactionStores(
       sweep: (options) => fullStore().sweep(options),
     };
   };
+}
+
+/** A completion's answer: a `LeaseLostError` where it found no row (see `rowRequired`). */
+function fenced(token: LeaseToken, updated: Promise<unknown[]>): Promise<void> {
+  return updated.then(
+    (rows) => throwIfFencedOut(rows, token),
+    (error: unknown) => {
+      if (!noRowRaised(error)) throw error;
+      throw new LeaseLostError(token.scope, token.key, token.version, { cause: error });
+    },
+  );
 }
