@@ -24,12 +24,16 @@ const LABELS: Record<Mode, string> = {
   replayLease: 'replay (lease)',
   replayTransaction: 'replay (transaction)',
 };
-/** The target of each idem variant, and the baseline it is judged against. */
-const TARGETS: Partial<Record<Mode, { ratio: number; against: 'plain' | 'plainTx' }>> = {
-  lease: { ratio: 0.65, against: 'plain' },
+/**
+ * The baseline each idem variant's ratio is given against, and its target there, if it has
+ * one there: a first call is judged against its floor (below), which has the statements it
+ * cannot do without; its ratio to plain or plainTx is shown for scale.
+ */
+const TARGETS: Partial<Record<Mode, { ratio?: number; against: 'plain' | 'plainTx' }>> = {
+  lease: { against: 'plain' },
   // A procedure that needs transaction mode already runs its writes in a transaction: the
   // fair baseline is the same INSERT inside a plain `db.transaction`.
-  transaction: { ratio: 0.85, against: 'plainTx' },
+  transaction: { against: 'plainTx' },
   replayLease: { ratio: 1.0, against: 'plain' },
   replayTransaction: { ratio: 1.0, against: 'plain' },
 };
@@ -188,12 +192,14 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
       ...(mode === 'plainTx' && { note: 'ratio to plain' }),
       ...(mode === 'leaseFloor' && { note: 'ratio to plain; no idem code' }),
       ...(mode === 'txFloor' && { note: 'ratio to plainTx; no idem code' }),
-      ...(target === undefined
-        ? {}
-        : {
-            target: `≥ ${target.ratio.toFixed(2)}× ${target.against}`,
-            verdict: judged(context, verdictAtLeast(ratio, target.ratio)),
-          }),
+      ...(target !== undefined &&
+        target.ratio === undefined && {
+          note: `ratio to ${target.against}; judged against its floor below`,
+        }),
+      ...(target?.ratio !== undefined && {
+        target: `≥ ${target.ratio.toFixed(2)}× ${target.against}`,
+        verdict: judged(context, verdictAtLeast(ratio, target.ratio)),
+      }),
     });
   }
   // Each mode against its floor: the same request with only the statements it cannot do
