@@ -168,15 +168,6 @@ export function sendDirect(
   return query.values().then((rows) => rows.map(mapRow), failed);
 }
 
-/** {@link sendDirect}, with a failure to bind the values as a rejection too. */
-export async function runDirect(
-  statement: DirectStatement,
-  client: PostgresJsSql,
-  values: Record<string, unknown>,
-): Promise<unknown[]> {
-  return sendDirect(statement, client, values);
-}
-
 /**
  * `prepared` itself, or, where `db` is Drizzle's postgres-js driver with no logger of the
  * app's (`postgresJsClientOf`), the same statement sent straight to postgres-js: the same
@@ -193,6 +184,9 @@ export function directPrepared<T extends Executable>(
   const client = postgresJsClientOf(db);
   const statement = client && directStatementOf(prepared);
   if (!client || !statement) return prepared;
-  const direct: Executable = { execute: (values = {}) => runDirect(statement, client, values) };
+  // Async: a failure to bind the values rejects, as Drizzle's own `execute` does.
+  const direct: Executable = {
+    execute: async (values = {}) => sendDirect(statement, client, values),
+  };
   return direct as Pick<T, 'execute'>;
 }

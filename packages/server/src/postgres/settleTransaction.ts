@@ -43,12 +43,12 @@ export async function settle<T>(
     // A completion that finds no row fails inside Postgres (`rowRequired`), which aborts the
     // transaction, so the COMMIT rolls back: the writes never commit without the answer.
     // Its answer is awaited once the transaction has ended (`runCall`).
-    const done = store.sendCompletion(record, outcome, ttlMs);
-    if (done) {
+    const { done, pipelined } = store.sendCompletion(record, outcome, ttlMs);
+    if (pipelined) {
       done.catch(() => {});
-      return { result, completion: { done, version: record.version } };
+      return { result, completion: done };
     }
-    await store.complete(record, outcome, ttlMs);
+    await done;
     state.report('completed', record.version);
     return { result };
   }

@@ -45,7 +45,7 @@ export class Abandoned {}
  */
 export type Settled<T> =
   | { claim: UnclaimedClaim }
-  | { result: RunResult<T>; completion?: { done: Promise<void>; version: number } };
+  | { result: RunResult<T>; completion?: Promise<void> };
 
 /** The database a transaction-mode runner works on, with what it built on it once. */
 export interface Opened {

@@ -190,13 +190,13 @@ async function runCall<T>(
   }
   if (settled === TIMED_OUT) return busy(state);
   if ('result' in settled) {
-    const { completion } = settled;
+    const { result, completion } = settled;
     if (completion) {
       // The driver has committed behind it: a completion that failed rolled that back.
-      await completion.done;
-      state.report('completed', completion.version);
+      await completion;
+      state.report('completed', 'version' in result ? result.version : undefined);
     }
-    return settled.result;
+    return result;
   }
   // Only a lease-mode attempt leaves a committed in-progress row behind.
   return answered(state, settled.claim);

@@ -22,6 +22,22 @@ import { noRowRaised, renderedStatement } from './renderedStatement.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs } from './sqlTime.js';
 
+/** A store on one transaction, which can also send its completion without waiting for it. */
+export interface TransactionStore extends IdempotencyStore {
+  /**
+   * `complete`, sent now: `pipelined` where the statement goes straight to postgres-js,
+   * handed to the connection before this returns, so ahead of anything sent on the
+   * transaction after it (its `COMMIT` included); elsewhere (another driver, a Drizzle
+   * logger) Drizzle sends it when it gets to it, and `done` must settle before the
+   * transaction ends. What fails before the statement is sent throws from this call.
+   */
+  sendCompletion(
+    token: LeaseToken,
+    outcome: StoredOutcome,
+    ttlMs: number,
+  ): { done: Promise<void>; pipelined: boolean };
+}
+
 /**
  * The stores transaction mode claims through, one per transaction (`storeIn(tx)`): new keys
  * expected (it has just read the key), the wait for a concurrent holder bounded by
@@ -36,21 +52,6 @@ import { sqlEpochMs } from './sqlTime.js';
  * request. Everything else (a key that exists after all: a takeover, a duplicate that
  * waited) goes to a full store built on the transaction when first needed.
  */
-/** A store on one transaction, which can also send its completion without waiting for it. */
-export interface TransactionStore extends IdempotencyStore {
-  /**
-   * `complete`, sent now, ahead of anything sent on the transaction after this call (its
-   * `COMMIT` included) where the statement goes straight to postgres-js; undefined where it
-   * cannot be (another driver, a Drizzle logger): then call `complete`. What fails before
-   * the statement is sent throws from this call.
-   */
-  sendCompletion(
-    token: LeaseToken,
-    outcome: StoredOutcome,
-    ttlMs: number,
-  ): Promise<void> | undefined;
-}
-
 export function transactionStores(
   db: PgDatabaseLike,
   lockWaitMs: number,
@@ -102,8 +103,10 @@ export function transactionStores(
         return fenced(token, complete().execute(tx, completionValues(token, outcome, ttlMs)));
       },
       sendCompletion(token, outcome, ttlMs) {
-        const sent = complete().send(tx, completionValues(token, outcome, ttlMs));
-        return sent && fenced(token, sent);
+        const values = completionValues(token, outcome, ttlMs);
+        const sent = complete().send(tx, values);
+        if (sent) return { done: fenced(token, sent), pipelined: true };
+        return { done: fenced(token, complete().execute(tx, values)), pipelined: false };
       },
       release: (token) => fullStore().release(token),
       heartbeat: (token, leaseMs) => fullStore().heartbeat(token, leaseMs),
