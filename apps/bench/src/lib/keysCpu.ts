@@ -1,5 +1,10 @@
 import { readFileSync } from 'node:fs';
-import type postgres from 'postgres';
+import { migrate } from '@idem/server/postgres';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { onCleanup } from './cleanup.js';
+import { quiet } from './config.js';
+import { createScratchDatabase } from './scratchDatabase.js';
 
 /** One timed run of keys: keys per second, and CPU per key of this process and of Postgres. */
 export interface KeysCpu {
@@ -33,7 +38,7 @@ async function backendsCpuUs(client: postgres.Sql, applicationName: string): Pro
  * `applicationName`: keys per second, and this process's and the Postgres backends' CPU
  * per key.
  */
-export async function timedKeysCpu(
+async function timedKeysCpu(
   client: postgres.Sql,
   applicationName: string,
   concurrency: number,
@@ -58,4 +63,23 @@ export async function timedKeysCpu(
     perSecond,
     text: `${rate}/s node ${perKey(used.user + used.system)} µs + pg ${perKey(pg)} µs`,
   };
+}
+
+/**
+ * A scratch database named after `name`, migrated, with a client of `concurrency`
+ * connections whose backends carry `name` as their `application_name`, and `timed`, which
+ * runs keys on it as {@link timedKeysCpu} does, counting those backends' CPU. Dropped on exit.
+ */
+export async function measuredDatabase(name: string, concurrency: number) {
+  const scratch = await createScratchDatabase(name);
+  const client = postgres(scratch.url, {
+    ...quiet,
+    max: concurrency,
+    connection: { application_name: name },
+  });
+  onCleanup('close', () => client.end({ timeout: 2 }));
+  await migrate(drizzle(client));
+  const timed = (ids: readonly string[], op: (id: string) => Promise<void>) =>
+    timedKeysCpu(client, name, concurrency, ids, op);
+  return { client, timed };
 }

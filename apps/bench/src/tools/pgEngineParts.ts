@@ -10,13 +10,10 @@
 import { randomUUID } from 'node:crypto';
 import { createIdempotency } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
-import { drizzleStore, migrate } from '@idem/server/postgres';
+import { drizzleStore } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
-import postgres from 'postgres';
-import { onCleanup, runMain } from '../lib/cleanup.js';
-import { quiet } from '../lib/config.js';
-import { timedKeysCpu } from '../lib/keysCpu.js';
-import { createScratchDatabase } from '../lib/scratchDatabase.js';
+import { runMain } from '../lib/cleanup.js';
+import { measuredDatabase } from '../lib/keysCpu.js';
 
 const SCOPE = 'tenant:bench/parts';
 const INPUT = { path: 'orders.create', input: { sku: 'tea', quantity: 1, ref: 'parts' } };
@@ -35,14 +32,7 @@ runMain(async () => {
   const keys = Number(process.argv[2] ?? 2_000);
   const rounds = Number(process.argv[3] ?? 3);
   const concurrency = Number(process.argv[4] ?? 16);
-  const scratch = await createScratchDatabase('idem_parts');
-  const client = postgres(scratch.url, {
-    ...quiet,
-    max: concurrency,
-    connection: { application_name: 'idem_parts' },
-  });
-  onCleanup('close', () => client.end({ timeout: 2 }));
-  await migrate(drizzle(client));
+  const { client, timed } = await measuredDatabase('idem_parts', concurrency);
   const store = drizzleStore(drizzle(client));
   const captured: { text: string; params: unknown[] }[] = [];
   const capturing = drizzleStore(
@@ -165,7 +155,7 @@ runMain(async () => {
   };
   const only = (process.env.PARTS ?? Object.keys(sides).join(',')).split(',');
   const run = async (phase: 'first' | 'replay', op: Op, ids: string[]) =>
-    `${phase} ${(await timedKeysCpu(client, 'idem_parts', concurrency, ids, op)).text}`;
+    `${phase} ${(await timed(ids, op)).text}`;
   for (let round = -1; round < rounds; round++) {
     for (const name of only) {
       const side = sides[name];

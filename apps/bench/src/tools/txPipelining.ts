@@ -9,13 +9,9 @@
  * and CPU per key of this process and of the Postgres backends.
  */
 import { randomUUID } from 'node:crypto';
-import { migrate } from '@idem/server/postgres';
-import { drizzle } from 'drizzle-orm/postgres-js';
-import postgres from 'postgres';
-import { onCleanup, runMain } from '../lib/cleanup.js';
-import { quiet } from '../lib/config.js';
-import { timedKeysCpu } from '../lib/keysCpu.js';
-import { createScratchDatabase } from '../lib/scratchDatabase.js';
+import type postgres from 'postgres';
+import { runMain } from '../lib/cleanup.js';
+import { measuredDatabase } from '../lib/keysCpu.js';
 import { CREATE_BENCH_TABLES } from '../server/schema.js';
 
 const SCOPE = 'tenant:bench/tx';
@@ -40,14 +36,7 @@ runMain(async () => {
   const keys = Number(process.argv[2] ?? 3_000);
   const rounds = Number(process.argv[3] ?? 3);
   const concurrency = Number(process.argv[4] ?? 16);
-  const scratch = await createScratchDatabase('idem_txpipe');
-  const client = postgres(scratch.url, {
-    ...quiet,
-    max: concurrency,
-    connection: { application_name: 'idem_txpipe' },
-  });
-  onCleanup('close', () => client.end({ timeout: 2 }));
-  await migrate(drizzle(client));
+  const { client, timed } = await measuredDatabase('idem_txpipe', concurrency);
   await client.unsafe(CREATE_BENCH_TABLES);
   const run = (sql: Pick<postgres.Sql, 'unsafe'>, text: string, params: unknown[]) =>
     sql.unsafe(text, params as never[], { prepare: true });
@@ -100,10 +89,7 @@ runMain(async () => {
     },
   };
   const measure = (op: Op) =>
-    timedKeysCpu(
-      client,
-      'idem_txpipe',
-      concurrency,
+    timed(
       Array.from({ length: keys }, () => randomUUID()),
       op,
     );
