@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { builtinCrypto } from './builtinCrypto.js';
+import { builtinCrypto, builtinSha256Hex } from './builtinCrypto.js';
 import { canonicalJson } from './canonicalJson.js';
 import { fingerprint, fingerprintNow, sha256Hex, webCryptoSha256Hex } from './fingerprint.js';
 
@@ -105,6 +105,17 @@ describe('the hash behind fingerprints', () => {
     const now = fingerprintNow(value);
     expect(typeof now).toBe('string');
     expect(now).toBe(createHash('sha256').update(canonicalJson(value), 'utf8').digest('hex'));
+  });
+
+  it("is node:crypto's one-shot digest where it has one, the same as a Hash object's (property)", () => {
+    expect(builtinCrypto?.hash).toBeTypeOf('function');
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (text) => {
+        expect(builtinSha256Hex?.(text)).toBe(
+          createHash('sha256').update(text, 'utf8').digest('hex'),
+        );
+      }),
+    );
   });
 
   it('is Web Crypto where node:crypto is missing, with the same digest (property)', async () => {

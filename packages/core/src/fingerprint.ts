@@ -1,4 +1,4 @@
-import { builtinCrypto } from './builtinCrypto.js';
+import { builtinSha256Hex } from './builtinCrypto.js';
 import { canonicalJson } from './canonicalJson.js';
 import { ConfigurationError } from './errors/ConfigurationError.js';
 
@@ -36,9 +36,7 @@ export async function sha256Hex(text: string): Promise<string> {
 
 /** `sha256Hex`, a string at once where `node:crypto` exists, else a promise. */
 export function sha256HexNow(text: string): string | Promise<string> {
-  return builtinCrypto
-    ? builtinCrypto.createHash('sha256').update(text, 'utf8').digest('hex')
-    : webCryptoSha256Hex(text);
+  return builtinSha256Hex ? builtinSha256Hex(text) : webCryptoSha256Hex(text);
 }
 
 const encoder = new TextEncoder();

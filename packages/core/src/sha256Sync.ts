@@ -1,4 +1,4 @@
-import { builtinCrypto } from './builtinCrypto.js';
+import { builtinSha256Hex } from './builtinCrypto.js';
 
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -28,9 +28,7 @@ const rotr = (value: number, bits: number) => (value >>> bits) | (value << (32 -
  * synchronously inside a handler, and Web Crypto has no synchronous digest.
  */
 export function sha256HexSync(text: string): string {
-  return builtinCrypto
-    ? builtinCrypto.createHash('sha256').update(text, 'utf8').digest('hex')
-    : sha256HexPortable(text);
+  return builtinSha256Hex ? builtinSha256Hex(text) : sha256HexPortable(text);
 }
 
 /**
