@@ -1,6 +1,6 @@
 import { storeContract } from '@idem/core/testing/contract';
 import { describe } from 'vitest';
-import { drizzleStore } from '../src/postgres/drizzleStore.js';
+import { createDrizzleStore, drizzleStore } from '../src/postgres/drizzleStore.js';
 import { driverBackends, useDatabase } from './harness.js';
 
 for (const backend of driverBackends) {
@@ -12,3 +12,15 @@ for (const backend of driverBackends) {
     });
   });
 }
+
+// A store picks each claim's first statement from what its recent claims found; every
+// order must keep the contract on its own, whatever the traffic before it.
+describe('Postgres, each claim starting with one statement', () => {
+  const database = useDatabase('Postgres');
+  for (const order of ['insert', 'read', 'claim'] as const) {
+    storeContract(`drizzleStore, every claim starting with "${order}"`, async (clock) => {
+      await database().truncate();
+      return { store: createDrizzleStore(database().db, { clock }, false, order) };
+    });
+  }
+});

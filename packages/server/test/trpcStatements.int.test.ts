@@ -22,7 +22,7 @@ function label(query: string): string {
     ],
     [/^with "?inserted"? as \(insert into "idem_keys"/, 'claim'],
     [/^insert into "idem_keys" .* on conflict .* do update/, 'store completed'],
-    [/^insert into "idem_keys"/, 'claim'], // transaction mode, after its read found no key
+    [/^insert into "idem_keys"/, 'claim new key'],
     [/^update "idem_keys" set "fingerprint"/, 'take over'],
     [/^select .* from "idem_keys"/, 'read record'],
     [/^update "idem_keys" set "status"/, 'complete'],
@@ -39,8 +39,9 @@ function label(query: string): string {
 
 /**
  * The statements each kind of request sends, in the order they are dispatched. This is
- * idem's cost budget made executable (transaction mode: claim and completion inside the
- * procedure's transaction; a replay: one read).
+ * idem's cost budget made executable (lease mode: a claim before and a completion after;
+ * transaction mode: claim and completion inside the procedure's transaction; a replay: one
+ * read, after a new key's INSERT where most keys are new).
  */
 for (const backend of driverBackends) {
   const inTransaction = (statements: string[]) => loggedTransaction(backend, statements);
@@ -73,13 +74,39 @@ for (const backend of driverBackends) {
       return [...statements];
     };
 
-    it('lease mode: one claim before, one fenced completion after; a replay or mismatch: the claim alone', async () => {
-      const key = randomUUID();
+    it('lease mode: one claim before, one fenced completion after; a replay or mismatch: a read, after the INSERT where most keys are new', async () => {
       const input = { tag: randomUUID() };
-      expect(await call((caller) => caller.echo(input), key)).toEqual(['claim', 'complete']);
-      // The claim statement reads the existing row itself: a replay is one read.
+      const callNew = () => call((caller) => caller.echo(input), randomUUID());
+      // Most requests' keys are new: each claim starts with the new key's INSERT.
+      for (let index = 0; index < 24; index++) await callNew();
+      const key = randomUUID();
+      expect(await call((caller) => caller.echo(input), key)).toEqual([
+        'claim new key',
+        'complete',
+      ]);
+      // A retry among them: the INSERT finds the key, and a read answers it.
+      expect(await call((caller) => caller.echo(input), key)).toEqual([
+        'claim new key',
+        'read record',
+      ]);
+      expect(await call((caller) => caller.echo({ ...input, payload: 1 }), key)).toEqual([
+        'claim new key',
+        'read record',
+      ]);
+
+      // A burst of retries (after an outage): a replay is one read.
+      for (let index = 0; index < 24; index++) await call((caller) => caller.echo(input), key);
+      expect(await call((caller) => caller.echo(input), key)).toEqual(['read record']);
+      // A new key in the burst: the read finds nothing, the full claim inserts it.
+      expect(await callNew()).toEqual(['read record', 'claim', 'complete']);
+
+      // A mix of both: the full claim, which inserts a new key or reads an existing one.
+      for (let index = 0; index < 24; index++) {
+        await callNew();
+        await call((caller) => caller.echo(input), key);
+      }
+      expect(await callNew()).toEqual(['claim', 'complete']);
       expect(await call((caller) => caller.echo(input), key)).toEqual(['claim']);
-      expect(await call((caller) => caller.echo({ ...input, payload: 1 }), key)).toEqual(['claim']);
     });
 
     it('transaction mode: claim and completion inside the transaction, pipelined with their neighbours', async () => {
@@ -89,7 +116,7 @@ for (const backend of driverBackends) {
       expect(await call((caller) => caller.txOrder(input), key)).toEqual([
         'read record',
         ...inTransaction([
-          'claim', // takes the key lock, bounding its own wait, and puts lock_timeout back
+          'claim new key', // takes the key lock, bounding its own wait, and puts lock_timeout back
           'procedure: insert order',
           'procedure: read lock_timeout',
           'complete',
@@ -101,7 +128,7 @@ for (const backend of driverBackends) {
       expect(await call((caller) => caller.txOrder(declined), randomUUID())).toEqual([
         'read record',
         ...inTransaction([
-          'claim',
+          'claim new key',
           'procedure: insert order',
           'procedure: read lock_timeout',
           // A stored refusal: the writes roll back while the key lock holds duplicates off.

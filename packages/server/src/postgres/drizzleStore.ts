@@ -2,9 +2,6 @@ import { type Clock, LeaseLostError } from '@idem/core';
 import {
   type ClaimRequest,
   type ClaimResult,
-  claimedNew,
-  decideClaim,
-  type IdempotencyRecord,
   type IdempotencyStore,
   isExpired,
   type LeaseToken,
@@ -14,7 +11,14 @@ import { PgTransaction } from 'drizzle-orm/pg-core';
 import { GrantedLeases, retryLostConnection, WritePastLeaseError } from './lostConnectionRetry.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
-import type { IdempotencyKeyRow } from './schema.js';
+import {
+  ClaimOrder,
+  claim,
+  type FirstStatement,
+  incarnation,
+  type StoreStatements,
+  toRecord,
+} from './storeClaim.js';
 
 export interface DrizzleStoreOptions {
   /**
@@ -38,21 +42,15 @@ export interface DrizzleStoreOptions {
    */
   lockWaitMs?: number;
   /**
-   * The caller has just read that the key is not completed (transaction mode's read
-   * before its transaction): a claim first tries a plain `INSERT … ON CONFLICT DO NOTHING`,
-   * a statement far cheaper to build than the full claim (which a store made for one
-   * transaction builds on every request), and runs the full claim only when the key
-   * exists after all.
+   * The caller has just read that the key is not completed (as transaction mode does
+   * before its transaction): every claim first tries a plain `INSERT … ON CONFLICT DO
+   * NOTHING`, whatever the store's recent claims; when the key exists after all, it is
+   * read and answered from the read where it needs no write (with `lockWaitMs`: the full
+   * claim instead, which puts `lock_timeout` back).
    * @default false
    */
   expectNewKeys?: boolean;
 }
-
-/**
- * A claim only loops when the record changed under it: a concurrent claim inserted the key
- * after its snapshot, or took over or reset the row between its two statements.
- */
-const MAX_CLAIM_ROUNDS = 100;
 
 /**
  * An `IdempotencyStore` on the `idem_keys` table, for any Drizzle Postgres database or
@@ -66,17 +64,24 @@ const MAX_CLAIM_ROUNDS = 100;
  * the request path, and postgres-js prepares each statement once per connection and then
  * sends it in one round trip.
  *
- * Statements per call:
- * - `claim` of a new key: one, which inserts the key where no row has it or reads the
- *   existing row, with the statement's "now" (`readFirstClaim`);
- * - `claim` of a completed, live in-progress or mismatched key (replay, in progress,
- *   mismatch): that same statement, read-only: it tries no insert, so the transaction gets
- *   no id, writes no WAL and its commit waits for no flush. core's `decideClaim` answers;
- * - `claim` of an expired key or of a lapsed lease: that statement, plus a conditional
- *   `UPDATE … WHERE version = <read> AND created_at = <read> AND <still expired or
- *   lapsed> RETURNING`. A concurrent claim that changed the row first makes it update
- *   nothing, and the claim starts over (bounded); so does the first statement finding
- *   nothing (a concurrent insert it waited for, invisible to its snapshot);
+ * Statements per call. A claim starts with the statement its store's recent claims make
+ * cheapest (`ClaimOrder`: the last 16 or so, mostly new keys, mostly existing, or a mix):
+ * - `claim` of a new key: one. Where claims are mostly of new keys (every request's first
+ *   call), the new key's plain `INSERT … ON CONFLICT DO NOTHING`; otherwise the full claim,
+ *   which inserts the key where no row has it or reads the existing row, with the
+ *   statement's "now" (`readFirstClaim`); where claims are mostly of existing keys, a read
+ *   that finds nothing comes first (two);
+ * - `claim` of a completed, live in-progress or mismatched key (replay, mismatch, in
+ *   progress): one read-only statement: a plain read where claims are mostly of existing
+ *   keys (a burst of retries), else the full claim, which tries no insert for a key that
+ *   exists (the transaction gets no id, writes no WAL, and its commit waits for no flush);
+ *   where claims are mostly of new keys, the INSERT that found the key, then a plain read
+ *   (two). core's `decideClaim` answers from the row either way;
+ * - `claim` of an expired key or of a lapsed lease: the statements above, then the full
+ *   claim, then a conditional `UPDATE … WHERE version = <read> AND created_at = <read> AND
+ *   <still expired or lapsed> RETURNING`. A concurrent claim that changed the row first
+ *   makes it update nothing, and the claim starts over (bounded); so does the full claim
+ *   finding nothing (a concurrent insert it waited for, invisible to its snapshot);
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
@@ -103,15 +108,27 @@ export function throwIfFencedOut(updated: readonly unknown[], token: LeaseToken)
 /** `lock_timeout` for a wait of `lockWaitMs`, as the claim statements bind it. */
 export const lockTimeoutOf = (lockWaitMs: number) => `${Math.max(1, Math.ceil(lockWaitMs))}ms`;
 
+/**
+ * `drizzleStore`, and transaction mode's store (`keyLock`: its claim takes the key's lock).
+ * `order` fixes which statement every claim starts with (the tests run each).
+ */
 export function createDrizzleStore(
   db: PgDatabaseLike,
   options: DrizzleStoreOptions,
   keyLock: boolean,
+  order?: FirstStatement,
 ): IdempotencyStore {
   const { clock, lockWaitMs } = options;
   const store: StoreStatements = {
     statements: prepareStatements(db, clock, lockWaitMs !== undefined, keyLock),
-    expectNewKeys: options.expectNewKeys === true,
+    // A claim with a key lock or a bounded wait (transaction mode) always starts in full.
+    order:
+      order ??
+      (options.expectNewKeys === true
+        ? 'insert'
+        : lockWaitMs === undefined && !keyLock
+          ? new ClaimOrder()
+          : 'claim'),
     lockWait: lockWaitMs === undefined ? undefined : lockTimeoutOf(lockWaitMs),
     // The values every statement binds: the injected clock's "now", when there is one.
     bind: (values) => (clock ? { ...values, now: new Date(clock.now()).toISOString() } : values),
@@ -156,16 +173,6 @@ export function createDrizzleStore(
   };
 }
 
-/** One store's statements, and what it binds into each. */
-interface StoreStatements {
-  statements: ReturnType<typeof prepareStatements>;
-  expectNewKeys: boolean;
-  lockWait: string | undefined;
-  bind<T extends object>(values: T): T & { now?: string };
-  /** The leases this store granted, on a database; none in a transaction (no retries). */
-  leases: GrantedLeases | undefined;
-}
-
 /**
  * A claim whose lease is noted, from when it was sent, for retries of its fenced writes,
  * and that waits no longer than that lease (a pool waiting for a primary): one landing
@@ -184,48 +191,6 @@ async function grantingClaim(
   );
   if (result.status === 'claimed') leases.granted(result.record, sentAt, request.leaseMs);
   return result;
-}
-
-/**
- * The claim: the new key's INSERT first where new keys are expected, else (and when the
- * key exists after all) statement 1 reads or inserts, and a key that is expired or whose
- * lease lapsed is taken over by a fenced UPDATE of the row that was read.
- */
-async function claim(store: StoreStatements, request: ClaimRequest): Promise<ClaimResult> {
-  const { statements, bind, lockWait } = store;
-  const values = bind({ ...claimValues(request), ...(lockWait && { lockWait }) });
-  if (store.expectNewKeys) {
-    const [row] = await statements.insertNew().execute(values);
-    if (row) {
-      const { restored: _, ...columns } = row;
-      return { status: 'claimed', takeover: false, record: toRecord(columns) };
-    }
-  }
-  for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-    // Insert the key if it is new, else read the existing row, with the statement's "now".
-    const [row] = await statements.claim().execute(values);
-    // Nothing: a concurrent claim inserted the key after this statement's snapshot was
-    // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
-    if (!row) continue;
-    const { inserted, nowMs, restored: _, ...columns } = row;
-    if (inserted === true) return claimedNew(request, Number(nowMs));
-    const record = toRecord(columns);
-    const decision = decideClaim(record, request, Number(nowMs));
-    if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
-    const [claimed] = await statements.takeOver().execute(
-      // Only if it is still the row that was read.
-      bind({ ...claimValues(request), ...incarnation(record) }),
-    );
-    if (claimed) {
-      const taken = toRecord(claimed);
-      return { status: 'claimed', takeover: taken.attempts > 1, record: taken };
-    }
-    // Another claim (or the holder's heartbeat or completion) changed the row first.
-  }
-  throw new Error(
-    `claim of idempotency key "${request.key}" did not settle after ${MAX_CLAIM_ROUNDS} rounds: ` +
-      'the record kept changing between statements (is the database clock stepping back?)',
-  );
 }
 
 /**
@@ -262,38 +227,4 @@ async function completedBy(store: StoreStatements, token: LeaseToken): Promise<b
     row.version === token.version &&
     row.createdAt.getTime() === token.createdAt
   );
-}
-
-/** A claim's values for the statements' placeholders. */
-export const claimValues = (request: ClaimRequest) => ({
-  scope: request.scope,
-  key: request.key,
-  fingerprint: request.fingerprint,
-  leaseMs: request.leaseMs,
-  ttlMs: request.ttlMs,
-});
-
-/** The placeholders that name one incarnation of a key: a lease token, or a row as read. */
-export const incarnation = (token: LeaseToken) => ({
-  scope: token.scope,
-  key: token.key,
-  version: token.version,
-  createdAt: new Date(token.createdAt).toISOString(),
-});
-
-function toRecord(row: IdempotencyKeyRow): IdempotencyRecord {
-  return {
-    scope: row.scope,
-    key: row.key,
-    fingerprint: row.fingerprint,
-    status: row.status,
-    version: row.version,
-    lockedUntil: row.lockedUntil ? row.lockedUntil.getTime() : null,
-    attempts: row.attempts,
-    outcome: row.outcome ?? null,
-    steps: row.steps,
-    createdAt: row.createdAt.getTime(),
-    completedAt: row.completedAt ? row.completedAt.getTime() : null,
-    expiresAt: row.expiresAt.getTime(),
-  };
 }

@@ -67,7 +67,10 @@ export function prepareStatements(
   const fencedUpdate = (statement: string, set: FencedSet) =>
     once(() => prepared(fencedUpdateOf(parts, set), statement));
   return {
-    insertNew: once(() => prepared(insertNewKey(parts, COLUMNS), 'insert_new')),
+    // A new key's row is not sent back: the caller knows it from the request and "now".
+    insertNew: once(() =>
+      prepared(insertNewKey(parts, { nowMs: nowMs.as('now_ms') }), 'insert_new'),
+    ),
     // Transaction mode's claim takes the key's lock in the new row's values, which only a
     // row the insert tries computes: it keeps the statement that tries every key.
     claim: once(() =>

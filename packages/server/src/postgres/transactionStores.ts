@@ -8,19 +8,14 @@ import {
   type StoredOutcome,
 } from '@idem/core/store';
 import { sql } from 'drizzle-orm';
-import {
-  claimValues,
-  createDrizzleStore,
-  incarnation,
-  lockTimeoutOf,
-  throwIfFencedOut,
-} from './drizzleStore.js';
+import { createDrizzleStore, lockTimeoutOf, throwIfFencedOut } from './drizzleStore.js';
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
 import { noRowRaised, renderedStatement } from './renderedStatement.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs } from './sqlTime.js';
+import { claimValues, incarnation } from './storeClaim.js';
 
 /** A store on one transaction, which can also send its completion without waiting for it. */
 export interface TransactionStore extends IdempotencyStore {
