@@ -78,18 +78,34 @@ end
 return {'read', int(now), rec}
 `;
 
-/** complete: ARGV[3] version, ARGV[4] createdAt, ARGV[5] outcome JSON, ARGV[6] ttlMs. */
+/**
+ * complete: ARGV[3] version, ARGV[4] createdAt, ARGV[5] outcome JSON, ARGV[6] ttlMs. The
+ * record a plain claim wrote (its times relative to the key's expiry, the common case) is
+ * fenced from its short header and the key's expiry alone, and the completed record is
+ * written in one piece: no absolute copy of the in-progress record is built first.
+ */
 const COMPLETE = `
 local key = KEYS[1]
-local rec, _, _, attempts, _, at = held(key, ARGV[3], ARGV[4])
+local rec = redis.pcall('GET', key)
+if type(rec) ~= 'string' then rec = load(key) end
 if not rec then return 0 end
+local version, px, attempts, at = string.match(rec, '^in_progress (%S+) @(%d+)%+%d+%+%d+ (%S+) %-\\n()')
+if version then
+  if version ~= ARGV[3] then return 0 end
+  local expiry = redis.call('PEXPIRETIME', key)
+  if expiry < 0 or int(expiry - tonumber(px)) ~= ARGV[4] then return 0 end
+else
+  local status, v, c, _, _, n, _, start = header(rec)
+  if status ~= 'in_progress' or v ~= ARGV[3] or c ~= ARGV[4] then return 0 end
+  attempts, at = n, start
+end
 local now = clock(ARGV[1])
 local ends = now + tonumber(ARGV[6])
 local fingerprint_end = string.find(rec, '\\n', at, true)
 local outcome_end = string.find(rec, '\\n', fingerprint_end + 1, true)
-put(key, record('completed', ARGV[3], ARGV[4], '-', int(ends), attempts, int(now),
-    string.sub(rec, at, fingerprint_end) .. ARGV[5] .. string.sub(rec, outcome_end)),
-  ends, now, ARGV[2])
+put(key, 'completed ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' - ' .. int(ends) .. ' ' .. attempts ..
+    ' ' .. int(now) .. '\\n' .. string.sub(rec, at, fingerprint_end) .. ARGV[5] ..
+    string.sub(rec, outcome_end), ends, now, ARGV[2])
 return 1
 `;
 
