@@ -163,6 +163,7 @@ export async function profileServer(options: {
       summary,
     };
   } finally {
-    rmSync(profileDir, { recursive: true, force: true });
+    if (process.env.KEEP_PROFILE) console.log(`profile kept in ${profileDir}`);
+    else rmSync(profileDir, { recursive: true, force: true });
   }
 }

@@ -1,7 +1,9 @@
 /**
  * `tsx src/tools/profileHttp.ts <plain|plainTx|leaseFloor|txFloor|lease|transaction|replay> [seconds]`: one
  * HTTP variant of the benchmark against a server started with `--cpu-prof`, then where that
- * server's CPU time went. The evidence behind a missed HTTP target.
+ * server's CPU time went. The evidence behind a missed HTTP target. `KEEP_PROFILE=1` keeps
+ * the profile's folder (its path is printed) for a closer look, e.g. two variants' profiles
+ * compared function by function.
  */
 import { migrate } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
