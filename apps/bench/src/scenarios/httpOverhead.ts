@@ -53,10 +53,11 @@ const BODY = JSON.stringify({ json: { sku: 'tea', quantity: 1, ref: 'http' } });
  * completes each request with its own statements costs. Transaction mode's floor reads the
  * key first, then claims it, runs the same INSERT and completes it in one transaction, its
  * statements raw prepared SQL on the transaction's connection. Rounds are interleaved (plain,
- * plainTx, floor, lease, transaction, replays, then again) so a change in the machine's load
- * hits every variant alike; each ratio is the median of the per-round ratios to its
- * baseline (transaction mode and its floor to plainTx, everything else to plain), and each
- * mode is judged against its floor too.
+ * plainTx, lease mode beside its floor, its replays, transaction mode beside its floor, its
+ * replays, then again; each floor first in one round and second in the next) so a change in
+ * the machine's load hits every variant alike; each ratio is the median of the per-round
+ * ratios to its baseline (transaction mode and its floor to plainTx, everything else to
+ * plain), and each mode is judged against its floor too.
  */
 export async function httpOverhead(context: RunContext, serverUrl: string): Promise<void> {
   const { quick, sql } = context;
@@ -107,6 +108,47 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
   const ordersCount = async () =>
     Number(required((await sql`select count(*)::int as n from bench_orders`)[0], 'a count').n);
 
+  /** A first call's load under new keys; the prefix of its keys. */
+  const fresh = async (mode: Mode, path: string, prefix: string) => {
+    const result = await load(path, durationSeconds, (index) => `${prefix}${index}`);
+    check(mode, result);
+    results[mode].push(result);
+  };
+
+  /** Replays of the keys a first call's load completed (`prefix`), which run nothing. */
+  const replays = async (mode: Mode, replayMode: Mode, path: string, prefix: string) => {
+    // The keys that really completed (the load generator prepares requests it never
+    // sends, and the last ones may still have been in flight when it stopped).
+    const completed = (
+      await sql<{ key: string }[]>`select key from idem_keys
+        where status = 'completed' and starts_with(key, ${prefix})`
+    ).map((row) => row.key);
+    if (completed.length === 0) {
+      context.fail(`HTTP overhead ${mode}: no key completed`);
+      return;
+    }
+    // Requests the load generator abandoned at the end still finish on the server: wait
+    // until the table stops growing before counting what the replays do.
+    let before = await ordersCount();
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const now = await ordersCount();
+      if (now === before) break;
+      before = now;
+    }
+    const replay = await load(
+      path,
+      durationSeconds,
+      (index) => completed[index % completed.length],
+    );
+    check(replayMode, replay);
+    const executed = (await ordersCount()) - before;
+    if (executed !== 0) {
+      context.fail(`HTTP overhead ${replayMode}: ${executed} replays ran the procedure again`);
+    }
+    results[replayMode].push(replay);
+  };
+
   for (let round = 0; round < rounds; round++) {
     context.log(`HTTP overhead: round ${round + 1}/${rounds}`);
     const plain = await load('/plain', durationSeconds, () => undefined);
@@ -116,64 +158,19 @@ export async function httpOverhead(context: RunContext, serverUrl: string): Prom
     check('plainTx', plainTx);
     results.plainTx.push(plainTx);
 
-    const floor = await load(
-      '/leaseFloor',
-      durationSeconds,
-      (index) => `${runId}-F${round}-${index}`,
-    );
-    check('leaseFloor', floor);
-    results.leaseFloor.push(floor);
-    const txFloor = await load(
-      '/txFloor',
-      durationSeconds,
-      (index) => `${runId}-X${round}-${index}`,
-    );
-    check('txFloor', txFloor);
-    results.txFloor.push(txFloor);
-
-    for (const [mode, replayMode, path, tag] of [
-      ['lease', 'replayLease', '/lease', 'L'],
-      ['transaction', 'replayTransaction', '/transaction', 'T'],
+    // Each mode right beside its floor, the floor first in one round and second in the
+    // next: what drifts within a round (the machine's load, the tables growing) then
+    // favours neither.
+    for (const [mode, floor, replayMode, tag] of [
+      ['lease', 'leaseFloor', 'replayLease', 'L'],
+      ['transaction', 'txFloor', 'replayTransaction', 'T'],
     ] as const) {
-      const fresh = await load(
-        path,
-        durationSeconds,
-        (index) => `${runId}-${tag}${round}-${index}`,
-      );
-      check(mode, fresh);
-      results[mode].push(fresh);
-
-      // The keys that really completed (the load generator prepares requests it never
-      // sends, and the last ones may still have been in flight when it stopped).
-      const prefix = `${runId}-${tag}${round}-`;
-      const completed = (
-        await sql<{ key: string }[]>`select key from idem_keys
-          where status = 'completed' and starts_with(key, ${prefix})`
-      ).map((row) => row.key);
-      if (completed.length === 0) {
-        context.fail(`HTTP overhead ${mode}: no key completed`);
-        continue;
-      }
-      // Requests the load generator abandoned at the end still finish on the server: wait
-      // until the table stops growing before counting what the replays do.
-      let before = await ordersCount();
-      for (;;) {
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        const now = await ordersCount();
-        if (now === before) break;
-        before = now;
-      }
-      const replay = await load(
-        path,
-        durationSeconds,
-        (index) => completed[index % completed.length],
-      );
-      check(replayMode, replay);
-      const executed = (await ordersCount()) - before;
-      if (executed !== 0) {
-        context.fail(`HTTP overhead ${replayMode}: ${executed} replays ran the procedure again`);
-      }
-      results[replayMode].push(replay);
+      const pair = [
+        () => fresh(floor, `/${floor}`, `${runId}-${tag}F${round}-`),
+        () => fresh(mode, `/${mode}`, `${runId}-${tag}${round}-`),
+      ];
+      for (const run of round % 2 === 0 ? pair : pair.reverse()) await run();
+      await replays(mode, replayMode, `/${mode}`, `${runId}-${tag}${round}-`);
     }
   }
 
