@@ -15,6 +15,7 @@ import {
   ClaimOrder,
   claim,
   type FirstStatement,
+  fixedOrder,
   incarnation,
   type StoreStatements,
   toRecord,
@@ -123,13 +124,13 @@ export function createDrizzleStore(
   const store: StoreStatements = {
     statements: prepareStatements(db, clock, lockWaitMs !== undefined, keyLock),
     // A claim with a key lock or a bounded wait (transaction mode) always starts in full.
-    order:
-      order ??
-      (options.expectNewKeys === true
-        ? 'insert'
+    order: order
+      ? fixedOrder(order)
+      : options.expectNewKeys === true
+        ? fixedOrder('insert')
         : lockWaitMs === undefined && !keyLock
           ? new ClaimOrder()
-          : 'claim'),
+          : fixedOrder('claim'),
     lockWait: lockWaitMs === undefined ? undefined : lockTimeoutOf(lockWaitMs),
     // The values every statement binds: the injected clock's "now", when there is one.
     bind: (values) => (clock ? { ...values, now: new Date(clock.now()).toISOString() } : values),

@@ -15,10 +15,10 @@ export interface StoreStatements {
   statements: ReturnType<typeof prepareStatements>;
   /**
    * Which statement a claim sends first: whatever the store's recent claims suggest (a
-   * `ClaimOrder`), or always the same one: the new key's INSERT (`expectNewKeys`), a read,
-   * or the full claim.
+   * `ClaimOrder`), or always the same one (`fixedOrder`: the new key's INSERT for
+   * `expectNewKeys`, the full claim for transaction mode's).
    */
-  order: FirstStatement | ClaimOrder;
+  order: FirstStatementOrder;
   lockWait: string | undefined;
   bind<T extends object>(values: T): T & { now?: string };
   /** The leases this store granted, on a database; none in a transaction (no retries). */
@@ -33,6 +33,15 @@ const MAX_CLAIM_ROUNDS = 100;
 
 /** The statement a claim starts with. */
 export type FirstStatement = 'insert' | 'read' | 'claim';
+
+/** Picks each claim's first statement, and hears whether the claim found its key. */
+export type FirstStatementOrder = Pick<ClaimOrder, 'next' | 'found'>;
+
+/** Every claim starting with `first`, whatever the claims before it found. */
+export const fixedOrder = (first: FirstStatement): FirstStatementOrder => ({
+  next: () => first,
+  found: () => {},
+});
 
 /** How fast a store's estimate follows what its claims find: about the last 16 claims. */
 const FOLLOW = 1 / 16;
@@ -83,28 +92,23 @@ export class ClaimOrder {
 export async function claim(store: StoreStatements, request: ClaimRequest): Promise<ClaimResult> {
   const { statements, bind, lockWait, order } = store;
   const values = bind({ ...claimValues(request), ...(lockWait && { lockWait }) });
-  const adaptive = order instanceof ClaimOrder ? order : undefined;
-  const first = adaptive ? adaptive.next() : (order as FirstStatement);
-  /** The answer of a read of the key where it needs no write; undefined where it does. */
-  const readAnswer = async (): Promise<ClaimResult | undefined> => {
-    const [row] = await statements.read().execute(bind({ scope: request.scope, key: request.key }));
-    if (first === 'read') adaptive?.found(row !== undefined);
-    if (!row) return undefined;
-    const { nowMs, ...columns } = row;
-    const decision = decideClaim(toRecord(columns), request, Number(nowMs));
-    return decision.status === 'claimed' ? undefined : decision; // replay, mismatch, in progress
-  };
+  const first = order.next();
   if (first === 'insert') {
     const [row] = await statements.insertNew().execute(values);
-    adaptive?.found(!row);
+    order.found(!row);
     if (row) return claimedNew(request, Number(row.nowMs));
   }
   // A key that exists (the INSERT found it) or was read first: answered from a read where
   // it needs no write. Not after an INSERT with a bounded lock wait: its RETURNING puts
   // `lock_timeout` back only for a row it inserted, so the full claim must follow.
   if (first === 'read' || (first === 'insert' && !lockWait)) {
-    const answer = await readAnswer();
-    if (answer) return answer;
+    const [row] = await statements.read().execute(bind({ scope: request.scope, key: request.key }));
+    if (first === 'read') order.found(row !== undefined);
+    if (row) {
+      const { nowMs, ...columns } = row;
+      const decision = decideClaim(toRecord(columns), request, Number(nowMs));
+      if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
+    }
   }
   for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
     // Insert the key if it is new, else read the existing row, with the statement's "now".
@@ -113,7 +117,7 @@ export async function claim(store: StoreStatements, request: ClaimRequest): Prom
     // taken (ON CONFLICT waited for it to commit), or the key was swept in between.
     if (!row) continue;
     const { inserted, nowMs, restored: _, ...columns } = row;
-    if (first === 'claim' && round === 0) adaptive?.found(inserted !== true);
+    if (first === 'claim' && round === 0) order.found(inserted !== true);
     if (inserted === true) return claimedNew(request, Number(nowMs));
     const record = toRecord(columns);
     const decision = decideClaim(record, request, Number(nowMs));
