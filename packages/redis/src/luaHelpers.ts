@@ -19,8 +19,12 @@ end
   [
     'int',
     `
--- Integers as digits: Lua's tostring switches to exponents past 14 digits.
-local function int(n) return string.format('%.0f', n) end
+-- Integers as digits: Lua's tostring switches to exponents past 14 digits. A header's field
+-- read as text (digits, or '-') is already that.
+local function int(n)
+  if type(n) == 'string' then return n end
+  return string.format('%.0f', n)
+end
 `,
   ],
   [
@@ -54,6 +58,26 @@ end
 `,
   ],
   [
+    'relative',
+    `
+-- A record whose header a plain SET wrote (its times relative to the key's expiry, see
+-- above): the header's fields, the times as epoch milliseconds, and where the line after it
+-- starts; nil for any other record.
+local function relative(key, rec)
+  local status, version, px, lease, ttl, attempts, completed_at, at =
+    string.match(rec, '^(%S+) (%S+) @(%d+)%+(%d+)%+(%d+) (%S+) (%S+)\\n()')
+  if not status then return nil end
+  local expiry = redis.call('PEXPIRETIME', key)
+  if expiry < 0 then
+    error({ err = 'ERR idem: ' .. key .. ' holds a new record whose expiry was removed (PERSIST?): its times are lost' })
+  end
+  local created = expiry - tonumber(px)
+  return status, version, created, created + tonumber(lease), created + tonumber(ttl), attempts,
+    completed_at, at
+end
+`,
+  ],
+  [
     'load',
     `
 -- The record at key, or false when there is none. A new record that a plain SET wrote has
@@ -62,15 +86,10 @@ end
 local function load(key)
   local rec = redis.pcall('GET', key)
   if type(rec) == 'string' then
-    local head, px, lease, ttl, at = string.match(rec, '^(%S+ %S+ )@(%d+)%+(%d+)%+(%d+) ()')
-    if not head then return rec end
-    local expiry = redis.call('PEXPIRETIME', key)
-    if expiry < 0 then
-      error({ err = 'ERR idem: ' .. key .. ' holds a new record whose expiry was removed (PERSIST?): its times are lost' })
-    end
-    local created = expiry - tonumber(px)
-    return head .. int(created) .. ' ' .. int(created + tonumber(lease)) .. ' ' ..
-      int(created + tonumber(ttl)) .. ' ' .. string.sub(rec, at)
+    local status, version, created, locked, ends, attempts, completed_at, at = relative(key, rec)
+    if not status then return rec end
+    return record(status, version, int(created), int(locked), int(ends), attempts, completed_at,
+      string.sub(rec, at))
   end
   if type(rec) ~= 'table' then return rec end
   -- A string as JSON.stringify writes it: the fingerprint and step names.
@@ -121,12 +140,20 @@ end
   [
     'held',
     `
--- The fenced record: its header when it is in progress under this version and creation
--- time, else nil.
+-- The fenced record: the record as stored (a relative header left as it is) and its header's
+-- fields (the lease's end and the record's as text, or as numbers from a relative header:
+-- write them through int), when it is in progress under this version and creation time;
+-- else nil. The last value is where the fingerprint line starts in that record.
 local function held(key, version, created_at)
-  local rec = load(key)
+  local rec = redis.pcall('GET', key)
+  if type(rec) ~= 'string' then rec = load(key) end
   if not rec then return nil end
-  local status, v, c, locked_until, expires_at, attempts, completed_at, at = header(rec)
+  local status, v, c, locked_until, expires_at, attempts, completed_at, at = relative(key, rec)
+  if status then
+    c = int(c)
+  else
+    status, v, c, locked_until, expires_at, attempts, completed_at, at = header(rec)
+  end
   if status == 'in_progress' and v == version and c == created_at then
     return rec, locked_until, expires_at, attempts, completed_at, at
   end

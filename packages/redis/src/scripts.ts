@@ -78,34 +78,18 @@ end
 return {'read', int(now), rec}
 `;
 
-/**
- * complete: ARGV[3] version, ARGV[4] createdAt, ARGV[5] outcome JSON, ARGV[6] ttlMs. The
- * record a plain claim wrote (its times relative to the key's expiry, the common case) is
- * fenced from its short header and the key's expiry alone, and the completed record is
- * written in one piece: no absolute copy of the in-progress record is built first.
- */
+/** complete: ARGV[3] version, ARGV[4] createdAt, ARGV[5] outcome JSON, ARGV[6] ttlMs. */
 const COMPLETE = `
 local key = KEYS[1]
-local rec = redis.pcall('GET', key)
-if type(rec) ~= 'string' then rec = load(key) end
+local rec, _, _, attempts, _, at = held(key, ARGV[3], ARGV[4])
 if not rec then return 0 end
-local version, px, attempts, at = string.match(rec, '^in_progress (%S+) @(%d+)%+%d+%+%d+ (%S+) %-\\n()')
-if version then
-  if version ~= ARGV[3] then return 0 end
-  local expiry = redis.call('PEXPIRETIME', key)
-  if expiry < 0 or int(expiry - tonumber(px)) ~= ARGV[4] then return 0 end
-else
-  local status, v, c, _, _, n, _, start = header(rec)
-  if status ~= 'in_progress' or v ~= ARGV[3] or c ~= ARGV[4] then return 0 end
-  attempts, at = n, start
-end
 local now = clock(ARGV[1])
 local ends = now + tonumber(ARGV[6])
 local fingerprint_end = string.find(rec, '\\n', at, true)
 local outcome_end = string.find(rec, '\\n', fingerprint_end + 1, true)
-put(key, 'completed ' .. ARGV[3] .. ' ' .. ARGV[4] .. ' - ' .. int(ends) .. ' ' .. attempts ..
-    ' ' .. int(now) .. '\\n' .. string.sub(rec, at, fingerprint_end) .. ARGV[5] ..
-    string.sub(rec, outcome_end), ends, now, ARGV[2])
+put(key, record('completed', ARGV[3], ARGV[4], '-', int(ends), attempts, int(now),
+    string.sub(rec, at, fingerprint_end) .. ARGV[5] .. string.sub(rec, outcome_end)),
+  ends, now, ARGV[2])
 return 1
 `;
 
@@ -116,7 +100,7 @@ local rec, _, expires_at, attempts, completed_at, at = held(key, ARGV[3], ARGV[4
 if not rec then return 0 end
 local now = clock(ARGV[1])
 local locked = now + tonumber(ARGV[5])
-put(key, record('in_progress', ARGV[3], ARGV[4], int(locked), expires_at, attempts,
+put(key, record('in_progress', ARGV[3], ARGV[4], int(locked), int(expires_at), attempts,
     completed_at, string.sub(rec, at)),
   math.max(tonumber(expires_at), locked), now, ARGV[2])
 return 1
@@ -128,9 +112,10 @@ return 1
  */
 const SAVE_STEP = `
 local key = KEYS[1]
-local rec = held(key, ARGV[3], ARGV[4])
+local rec, locked_until, expires_at, attempts, completed_at, at = held(key, ARGV[3], ARGV[4])
 if not rec then return 0 end
-redis.call('SET', key, rec .. ARGV[5] .. '\\n', 'KEEPTTL')
+redis.call('SET', key, record('in_progress', ARGV[3], ARGV[4], int(locked_until), int(expires_at),
+  attempts, completed_at, string.sub(rec, at)) .. ARGV[5] .. '\\n', 'KEEPTTL')
 return 1
 `;
 
