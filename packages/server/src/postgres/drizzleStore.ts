@@ -78,12 +78,12 @@ export interface DrizzleStoreOptions {
  *   exists (the transaction gets no id, writes no WAL, and its commit waits for no flush);
  *   where claims are mostly of new keys, the INSERT that found the key, then a plain read
  *   (two). core's `decideClaim` answers from the row either way;
- * - `claim` of an expired key or of a lapsed lease: the statements above, then the full
- *   claim, then a conditional
+ * - `claim` of an expired key or of a lapsed lease: the statements above (the read, or the
+ *   full claim), then a conditional
  *   `UPDATE … WHERE version = <read> AND created_at = <read> AND <still expired or lapsed> RETURNING`.
  *   A concurrent claim that changed the row first makes it update nothing, and the claim
- *   starts over (bounded); so does the full claim finding nothing (a concurrent insert it
- *   waited for, invisible to its snapshot);
+ *   starts over with the full claim (bounded); so does the full claim finding nothing (a
+ *   concurrent insert it waited for, invisible to its snapshot);
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *

@@ -67,7 +67,8 @@ const MOSTLY_EXISTING = 0.75;
  *
  * A read answers only what the full claim would answer without writing (the row it finds
  * is completed or held, which only a claim after its expiry changes); every write still
- * goes through the INSERT or the full claim, each one atomic statement.
+ * goes through the INSERT, the full claim or the fenced take-over UPDATE of the row that was
+ * read, each one atomic statement.
  */
 export class ClaimOrder {
   #existing = 0;
@@ -87,7 +88,8 @@ export class ClaimOrder {
  * The claim: a first statement picked by the store's `order` (the new key's INSERT, or a
  * read that answers a key that needs no write), then, where that did not settle it, the
  * full claim, which reads or inserts in one statement; a key that is expired or whose lease
- * lapsed is taken over by a fenced UPDATE of the row that was read.
+ * lapsed is taken over by a fenced UPDATE of the row that was read (by the read or by the
+ * full claim).
  */
 export async function claim(store: StoreStatements, request: ClaimRequest): Promise<ClaimResult> {
   const { statements, bind, lockWait, order } = store;
@@ -106,8 +108,12 @@ export async function claim(store: StoreStatements, request: ClaimRequest): Prom
     if (first === 'read') order.found(row !== undefined);
     if (row) {
       const { nowMs, ...columns } = row;
-      const decision = decideClaim(toRecord(columns), request, Number(nowMs));
+      const record = toRecord(columns);
+      const decision = decideClaim(record, request, Number(nowMs));
       if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
+      // Expired, or its lease lapsed: taken over from this read, as from the full claim's.
+      const taken = await takeOver(store, request, record);
+      if (taken) return taken;
     }
   }
   for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
@@ -122,20 +128,32 @@ export async function claim(store: StoreStatements, request: ClaimRequest): Prom
     const record = toRecord(columns);
     const decision = decideClaim(record, request, Number(nowMs));
     if (decision.status !== 'claimed') return decision; // replay, mismatch, in progress
-    const [claimed] = await statements.takeOver().execute(
-      // Only if it is still the row that was read.
-      bind({ ...claimValues(request), ...incarnation(record) }),
-    );
-    if (claimed) {
-      const taken = toRecord(claimed);
-      return { status: 'claimed', takeover: taken.attempts > 1, record: taken };
-    }
+    const taken = await takeOver(store, request, record);
+    if (taken) return taken;
     // Another claim (or the holder's heartbeat or completion) changed the row first.
   }
   throw new Error(
     `claim of idempotency key "${request.key}" did not settle after ${MAX_CLAIM_ROUNDS} rounds: ` +
       'the record kept changing between statements (is the database clock stepping back?)',
   );
+}
+
+/**
+ * The fenced UPDATE that claims an expired key or a lapsed lease: only if the row is still
+ * `record`, the incarnation that was read (undefined when another claim, or the holder's
+ * heartbeat or completion, changed it first).
+ */
+async function takeOver(
+  { statements, bind }: StoreStatements,
+  request: ClaimRequest,
+  record: IdempotencyRecord,
+): Promise<ClaimResult | undefined> {
+  const [claimed] = await statements
+    .takeOver()
+    .execute(bind({ ...claimValues(request), ...incarnation(record) }));
+  if (!claimed) return undefined;
+  const taken = toRecord(claimed);
+  return { status: 'claimed', takeover: taken.attempts > 1, record: taken };
 }
 
 /** A claim's values for the statements' placeholders. */
