@@ -14,6 +14,7 @@ import { prepareStatements } from './prepareStatements.js';
 import {
   ClaimOrder,
   claim,
+  completionValues,
   type FirstStatement,
   fixedOrder,
   incarnation,
@@ -145,27 +146,27 @@ export function createDrizzleStore(
       ? (request) => grantingClaim(store, leases, request)
       : (request) => claim(store, request),
     complete: (token, outcome, ttlMs) => {
-      const values = { outcome: JSON.stringify(outcome), ttlMs };
+      const values = completionValues(token, outcome, ttlMs);
       return fenced(store, statements.complete(), token, values, true);
     },
-    release: (token) => fenced(store, statements.release(), token),
+    release: (token) => fenced(store, statements.release(), token, incarnation(token)),
     async heartbeat(token, leaseMs) {
       const sentAt = leases?.now() ?? 0;
-      await fenced(store, statements.heartbeat(), token, { leaseMs });
+      await fenced(store, statements.heartbeat(), token, { ...incarnation(token), leaseMs });
       leases?.granted(token, sentAt, leaseMs);
     },
     // Name and value travel as parameters: a step name is data, never SQL text.
     saveStep: (token, name, value) =>
       fenced(store, statements.saveStep(), token, {
+        ...incarnation(token),
         stepName: name,
         stepValue: JSON.stringify(value),
       }),
     async get(scope, key) {
       const [row] = await statements.read().execute(store.bind({ scope, key }));
       if (!row) return null;
-      const { nowMs, ...columns } = row;
-      const record = toRecord(columns);
-      return isExpired(record, Number(nowMs)) ? null : record;
+      const record = toRecord(row);
+      return isExpired(record, Number(row.nowMs)) ? null : record;
     },
     async sweep({ limit }) {
       if (!(limit >= 1)) return 0;
@@ -196,19 +197,20 @@ async function grantingClaim(
 }
 
 /**
- * One fenced UPDATE: changes the row only for the live holder of `token`. On a database it
- * is tried again when its connection was lost (see `retryLostConnection`); a retried
- * completion that changed nothing asks whether an earlier try had committed.
+ * One fenced UPDATE: changes the row only for the live holder of `token`, whose incarnation
+ * `values` carries (`incarnation`, `completionValues`). On a database it is tried again when
+ * its connection was lost (see `retryLostConnection`); a retried completion that changed
+ * nothing asks whether an earlier try had committed.
  */
 async function fenced(
   store: StoreStatements,
   statement: { execute(values: Record<string, unknown>): Promise<unknown[]> },
   token: LeaseToken,
-  values: Record<string, unknown> = {},
+  values: ReturnType<typeof incarnation> & Record<string, unknown>,
   completes = false,
 ): Promise<void> {
   const write = async (retry: boolean) => {
-    const updated = await statement.execute(store.bind({ ...values, ...incarnation(token) }));
+    const updated = await statement.execute(store.bind(values));
     if (updated.length === 0 && retry && completes && (await completedBy(store, token))) return;
     throwIfFencedOut(updated, token);
   };

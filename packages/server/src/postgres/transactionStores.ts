@@ -15,7 +15,7 @@ import { prepareStatements } from './prepareStatements.js';
 import { noRowRaised, renderedStatement } from './renderedStatement.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs } from './sqlTime.js';
-import { claimValues, incarnation } from './storeClaim.js';
+import { claimValues, completionValues } from './storeClaim.js';
 
 /** A store on one transaction, which can also send its completion without waiting for it. */
 export interface TransactionStore extends IdempotencyStore {
@@ -83,14 +83,9 @@ export function transactionStores(
       full ??= createDrizzleStore(tx, { lockWaitMs }, true);
       return full;
     };
-    const completionValues = (token: LeaseToken, outcome: StoredOutcome, ttlMs: number) => ({
-      ...incarnation(token),
-      outcome: JSON.stringify(outcome),
-      ttlMs,
-    });
     return {
       async claim(request: ClaimRequest): Promise<ClaimResult> {
-        const [row] = await insertNew().execute(tx, { ...claimValues(request), lockWait });
+        const [row] = await insertNew().execute(tx, claimValues(request, lockWait));
         if (!row) return fullStore().claim(request);
         return claimedNew(request, row.createdAtMs);
       },

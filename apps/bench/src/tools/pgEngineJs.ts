@@ -1,0 +1,105 @@
+/**
+ * `tsx src/tools/pgEngineJs.ts [calls=200000] [phases=first,replay]`: what the engine on
+ * Postgres (`createIdempotency` + `drizzleStore` on postgres-js) costs in JavaScript alone,
+ * without the database. Each statement is answered once by Postgres (a scratch database),
+ * and those answers are then handed back at once by a stand-in for the postgres-js client,
+ * so every call runs idem's and Drizzle's code and none of the network's, the driver's or
+ * the server's: µs per call (16 in flight) and this process's CPU per call. Steadier than
+ * any timing against the database; run it under `node --cpu-prof --import tsx` to see where
+ * the time goes.
+ */
+import { randomUUID } from 'node:crypto';
+import { createIdempotency } from '@idem/core';
+import { drizzleStore } from '@idem/server/postgres';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import type postgres from 'postgres';
+import { runMain } from '../lib/cleanup.js';
+import { measuredDatabase } from '../lib/keysCpu.js';
+
+const SCOPE = 'tenant:bench/js';
+const INPUT = { path: 'orders.create', input: { sku: 'tea', quantity: 1, ref: 'js' } };
+const RESULT = { orderId: 1, sku: 'tea', quantity: 1 };
+const IN_FLIGHT = 16;
+
+type Phase = 'first' | 'replay';
+type Rows = unknown[][];
+/** The part of a postgres-js query idem uses: awaited, or its rows as arrays. */
+type Query = Promise<unknown[]> & { values(): Promise<Rows> };
+type Unsafe = (text: string, params: unknown[], options: { prepare: boolean }) => Query;
+
+/** The statement a text is: the first word tells idem's statements apart. */
+const statementOf = (text: string) => text.slice(0, text.indexOf(' '));
+
+runMain(async () => {
+  const calls = Number(process.argv[2] ?? 200_000);
+  const phases = (process.argv[3] ?? 'first,replay').split(',') as Phase[];
+  const { client } = await measuredDatabase('idem_js', 4);
+
+  // Postgres answers each statement once: a new key's claim and completion, then replays.
+  const answers = new Map<string, Rows>();
+  const unsafe = client.unsafe.bind(client) as unknown as Unsafe;
+  const recording: Unsafe = (text, params, options) => {
+    const query = unsafe(text, params, options);
+    const values = query.values.bind(query);
+    query.values = async () => {
+      const rows = await values();
+      if (rows.length > 0) answers.set(statementOf(text), rows);
+      return rows;
+    };
+    return query;
+  };
+  const recorded = createIdempotency({
+    store: drizzleStore(drizzle(Object.assign(Object.create(client), { unsafe: recording }))),
+  });
+  const key = randomUUID();
+  // Enough replays for the store to read first (its claims found their key).
+  for (let call = 0; call < 40; call++) {
+    await recorded.execute({ scope: SCOPE, key, input: INPUT }, async () => RESULT);
+  }
+
+  // The stand-in: a new key's INSERT claims it and a read finds nothing while new keys run;
+  // a replay's INSERT finds the key and its read the completed row.
+  let phase: Phase = 'first';
+  const answer = (text: string): Rows => {
+    const statement = statementOf(text);
+    if (phase === 'replay' && statement === 'insert') return [];
+    if (phase === 'first' && statement === 'select') return [];
+    return answers.get(statement) ?? [];
+  };
+  const standIn: Unsafe = (text) => {
+    const rows = answer(text);
+    return Object.assign(Promise.resolve(rows), {
+      values: () => Promise.resolve(rows.map((row) => [...row])),
+    });
+  };
+  const fake = { options: { parsers: {}, serializers: {} }, unsafe: standIn };
+
+  for (const current of phases) {
+    phase = current;
+    // A store of its own per phase: its claims start from no history, as after a restart.
+    const engine = createIdempotency({
+      store: drizzleStore(drizzle(fake as unknown as postgres.Sql)),
+    });
+    let next = 0;
+    const started = performance.now();
+    const cpu = process.cpuUsage();
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async () => {
+        while (next < calls) {
+          const call = next++;
+          const { replayed } = await engine.execute(
+            { scope: SCOPE, key: `k${call}`, input: INPUT },
+            async () => RESULT,
+          );
+          if (replayed !== (phase === 'replay')) throw new Error(`${phase}: replayed ${replayed}`);
+        }
+      }),
+    );
+    const used = process.cpuUsage(cpu);
+    const perCall = (us: number) => (us / calls).toFixed(2);
+    console.log(
+      `${phase.padEnd(6)} ${perCall((performance.now() - started) * 1000)} µs per call, CPU ${perCall(used.user + used.system)} µs`,
+    );
+  }
+  return 0;
+});
