@@ -59,6 +59,18 @@ describe('canonicalJson', () => {
     );
   });
 
+  it('sorts an object of many names as one of few (both ways of sorting)', () => {
+    for (const size of [15, 16, 17, 40]) {
+      const names = Array.from({ length: size }, (_, i) => ['k', 'K', 'é', '😀'][i % 4] + i);
+      const sorted = [...names].sort();
+      const text = `{${sorted.map((name) => `${JSON.stringify(name)}:1`).join(',')}}`;
+      for (const seed of [1, 2, 3]) {
+        const shuffled = Object.fromEntries(shuffle(names, seededRandom(seed)).map((n) => [n, 1]));
+        expect(canonicalJson(shuffled)).toBe(text);
+      }
+    }
+  });
+
   it('is the same text for any key order (property)', () => {
     fc.assert(
       fc.property(anyValue, fc.integer(), (value, seed) => {
