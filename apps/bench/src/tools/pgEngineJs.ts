@@ -6,9 +6,13 @@
  * so every call runs idem's and Drizzle's code and none of the network's, the driver's or
  * the server's: µs per call (16 in flight) and this process's CPU per call. Steadier than
  * any timing against the database; run it under `node --cpu-prof --import tsx` to see where
- * the time goes.
+ * the time goes. `ALLOC=1` also prints what each phase allocates per call, by function (V8's
+ * sampling heap profiler, objects collected since included): garbage the collector must
+ * then sweep while the calls wait. The profiler slows the calls: compare timings without it.
  */
 import { randomUUID } from 'node:crypto';
+import type { HeapProfiler } from 'node:inspector';
+import { Session } from 'node:inspector/promises';
 import { createIdempotency } from '@idem/core';
 import { drizzleStore } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
@@ -20,6 +24,12 @@ const SCOPE = 'tenant:bench/js';
 const INPUT = { path: 'orders.create', input: { sku: 'tea', quantity: 1, ref: 'js' } };
 const RESULT = { orderId: 1, sku: 'tea', quantity: 1 };
 const IN_FLIGHT = 16;
+/** Every allocation sampled, the garbage collected during the phase too (not in Node's types). */
+const SAMPLING = {
+  samplingInterval: 512,
+  includeObjectsCollectedByMajorGC: true,
+  includeObjectsCollectedByMinorGC: true,
+} as HeapProfiler.StartSamplingParameterType;
 
 type Phase = 'first' | 'replay';
 type Rows = unknown[][];
@@ -73,6 +83,8 @@ runMain(async () => {
     });
   };
   const fake = { options: { parsers: {}, serializers: {} }, unsafe: standIn };
+  const allocations = process.env.ALLOC ? new Session() : undefined;
+  allocations?.connect();
 
   for (const current of phases) {
     phase = current;
@@ -80,6 +92,7 @@ runMain(async () => {
     const engine = createIdempotency({
       store: drizzleStore(drizzle(fake as unknown as postgres.Sql)),
     });
+    await allocations?.post('HeapProfiler.startSampling', SAMPLING);
     let next = 0;
     const started = performance.now();
     const cpu = process.cpuUsage();
@@ -100,6 +113,34 @@ runMain(async () => {
     console.log(
       `${phase.padEnd(6)} ${perCall((performance.now() - started) * 1000)} µs per call, CPU ${perCall(used.user + used.system)} µs`,
     );
+    if (allocations) {
+      const { profile } = await allocations.post('HeapProfiler.stopSampling');
+      printAllocations(profile.head, calls);
+    }
   }
   return 0;
 });
+
+/** A node of V8's sampling heap profile: a call site, what it allocated itself, its callees. */
+interface AllocationNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: AllocationNode[];
+}
+
+/** Bytes allocated per call, in all and by the 15 functions that allocate most. */
+function printAllocations(head: AllocationNode, calls: number): void {
+  const bySite = new Map<string, number>();
+  const visit = ({ callFrame, selfSize, children }: AllocationNode) => {
+    const file = callFrame.url.split('/').slice(-2).join('/');
+    const site = `${callFrame.functionName || '(anonymous)'} ${file}:${callFrame.lineNumber + 1}`;
+    bySite.set(site, (bySite.get(site) ?? 0) + selfSize);
+    for (const child of children) visit(child);
+  };
+  visit(head);
+  const perCall = (bytes: number) => `${(bytes / calls).toFixed(0).padStart(6)} B`;
+  const total = [...bySite.values()].reduce((sum, bytes) => sum + bytes, 0);
+  console.log(`${perCall(total)} allocated per call, of which:`);
+  const top = [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 15);
+  for (const [site, bytes] of top) console.log(`${perCall(bytes)}  ${site}`);
+}
