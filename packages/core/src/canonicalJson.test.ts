@@ -61,7 +61,7 @@ describe('canonicalJson', () => {
 
   it('sorts an object of many names as one of few (both ways of sorting)', () => {
     for (const size of [15, 16, 17, 40]) {
-      const names = Array.from({ length: size }, (_, i) => ['k', 'K', 'é', '😀'][i % 4] + i);
+      const names = Array.from({ length: size }, (_, i) => `${['k', 'K', 'é', '😀'][i % 4]}${i}`);
       const sorted = [...names].sort();
       const text = `{${sorted.map((name) => `${JSON.stringify(name)}:1`).join(',')}}`;
       for (const seed of [1, 2, 3]) {
