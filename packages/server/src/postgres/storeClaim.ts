@@ -148,7 +148,9 @@ async function takeOver(
   request: ClaimRequest,
   record: IdempotencyRecord,
 ): Promise<ClaimResult | undefined> {
-  const [claimed] = await statements.takeOver().execute(bind(takeOverValues(request, record)));
+  const [claimed] = await statements
+    .takeOver()
+    .execute(bind({ ...claimValues(request), ...incarnation(record) }));
   if (!claimed) return undefined;
   const taken = toRecord(claimed);
   return { status: 'claimed', takeover: taken.attempts > 1, record: taken };
@@ -159,8 +161,8 @@ async function takeOver(
  * one object literal, not merged from others with a spread (`{ ...incarnation(token),
  * outcome }`): such merges cost a new key's claim and completion almost a third of the
  * store's and the engine's JavaScript (16 µs → 11 µs in
- * `apps/bench/src/tools/pgEngineJs.ts`). The rarer fenced writes (release, heartbeat, a
- * recovery point) merge `incarnation` with theirs.
+ * `apps/bench/src/tools/pgEngineJs.ts`). The rarer statements (a take-over, a release, a
+ * heartbeat, a recovery point) merge `incarnation` with theirs.
  */
 
 /** A claim's values for the statements' placeholders; `lockWait` for a bounded wait. */
@@ -192,17 +194,6 @@ export const completionValues = (token: LeaseToken, outcome: StoredOutcome, ttlM
   createdAt: createdAtOf(token),
   outcome: JSON.stringify(outcome),
   ttlMs,
-});
-
-/** A take-over's values: the claim's, and the incarnation of the row it read. */
-const takeOverValues = (request: ClaimRequest, record: IdempotencyRecord) => ({
-  scope: request.scope,
-  key: request.key,
-  fingerprint: request.fingerprint,
-  leaseMs: request.leaseMs,
-  ttlMs: request.ttlMs,
-  version: record.version,
-  createdAt: createdAtOf(record),
 });
 
 /** The record a row holds: its columns, read by name (other fields of the row are left). */
