@@ -74,6 +74,7 @@ export function createKeyedRunner(
   });
   const { settings } = engine;
   const { mode } = storage;
+  const { onEvent } = options;
   const run: KeyedRunner['run'] =
     storage.mode === 'lease'
       ? (call, handler) => engine.run(call, handler)
@@ -81,7 +82,8 @@ export function createKeyedRunner(
           db: storage.db,
           settings,
           lockWaitMs: lockWaitMsOf(settings),
-          emit: (event) => notifyObserver(options.onEvent, { ...event, mode: 'transaction' }),
+          // Events are built only when someone listens, as the engine builds its own.
+          emit: onEvent && ((event) => notifyObserver(onEvent, { ...event, mode: 'transaction' })),
         });
   return {
     mode,

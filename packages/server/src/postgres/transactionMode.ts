@@ -64,7 +64,8 @@ export interface TransactionModeConfig {
   settings: IdempotencySettings;
   /** The longest a duplicate waits on the key's lock. */
   lockWaitMs: number;
-  emit: (event: IdempotencyEvent) => void;
+  /** Hears each event; undefined when nobody listens (no event is built then). */
+  emit: ((event: IdempotencyEvent) => void) | undefined;
 }
 
 /** Postgres `lock_not_available`: `lock_timeout` ran out. */
@@ -126,6 +127,7 @@ export function transactionMode(config: TransactionModeConfig) {
       settings,
       database,
       report(type, version, error) {
+        if (!emit) return;
         const event: IdempotencyEvent = {
           type,
           scope: call.scope,
