@@ -5,7 +5,9 @@
  * is a claim), the store's own SQL sent raw through postgres-js (`rawcte`: what Drizzle and
  * the store's code add), and the bare floor, each printed with keys/s and this process's
  * CPU per key (less sensitive to the machine's load than the rates). `PARTS=engine,floor`
- * picks sides; `DUMP=1` prints the store's SQL.
+ * picks sides (`spin`: the floor after `SPIN_US`, default 16, of synchronous JavaScript per
+ * call, which shows what that much work per call costs on this machine); `DUMP=1` prints
+ * the store's SQL.
  */
 import { randomUUID } from 'node:crypto';
 import { createIdempotency } from '@idem/core';
@@ -153,7 +155,19 @@ runMain(async () => {
       },
     },
   };
-  const only = (process.env.PARTS ?? Object.keys(sides).join(',')).split(',');
+  // The floor with `SPIN_US` of synchronous JavaScript before each call: what that much
+  // work per call costs here, whoever does it (a yardstick for the engine's own).
+  const spinUs = Number(process.env.SPIN_US ?? 16);
+  const spinning =
+    (op: Op): Op =>
+    (key) => {
+      const until = performance.now() + spinUs / 1000;
+      while (performance.now() < until) {}
+      return op(key);
+    };
+  const { floor } = sides;
+  if (floor) sides.spin = { first: spinning(floor.first), replay: spinning(floor.replay) };
+  const only = (process.env.PARTS ?? 'engine,store,rawcte,rawlean,floor').split(',');
   const run = async (phase: 'first' | 'replay', op: Op, ids: string[]) =>
     `${phase} ${(await timed(ids, op)).text}`;
   for (let round = -1; round < rounds; round++) {
