@@ -8,7 +8,7 @@ import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { COLUMNS, columnsOf, readFirstClaim } from './readFirstClaim.js';
 import { idempotencyKeys as keys } from './schema.js';
-import { sqlEpochMs, sqlLater, sqlNow } from './sqlTime.js';
+import { sqlEpochMs, sqlInstant, sqlLater, sqlNow } from './sqlTime.js';
 
 /** Values bound per call into the statements prepared once per store. */
 const param = {
@@ -242,7 +242,7 @@ function takeOverStatement({ db, now, byId, expired, leaseExpired }: StatementPa
       and(
         byId,
         eq(keys.version, param.version),
-        eq(keys.createdAt, param.createdAt),
+        eq(keys.createdAt, sqlInstant(param.createdAt)),
         sql`(${expired} or (${keys.status} = 'in_progress' and ${leaseExpired} and ${keys.fingerprint} = ${param.fingerprint}))`,
       ),
     )
@@ -258,7 +258,7 @@ function fencedUpdateOf({ db, byId }: StatementParts, set: FencedSet) {
       and(
         byId,
         eq(keys.version, param.version),
-        eq(keys.createdAt, param.createdAt),
+        eq(keys.createdAt, sqlInstant(param.createdAt)),
         eq(keys.status, 'in_progress'),
       ),
     )

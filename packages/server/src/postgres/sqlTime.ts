@@ -42,3 +42,13 @@ export function sqlLater(now: SQL, ms: unknown): SQL {
 export function sqlEpochMs(instant: SQL): SQL<number> {
   return sql<number>`(extract(epoch from ${instant}) * 1000)::bigint`.mapWith(Number);
 }
+
+/**
+ * Epoch milliseconds (a number, or a placeholder bound per call) as timestamptz, exactly:
+ * a millisecond's float8 seconds, times 10^6 and rounded, is that millisecond's microsecond.
+ * A bound number costs the call nothing to format (an ISO string did: a `Date` and
+ * `toISOString` per statement).
+ */
+export function sqlInstant(ms: unknown): SQL {
+  return sql`to_timestamp(${ms}::float8 / 1000)`;
+}

@@ -175,15 +175,16 @@ export const claimValues = (request: ClaimRequest, lockWait?: string) => ({
   lockWait,
 });
 
-/** The creation time that names an incarnation, as the statements bind it. */
-const createdAtOf = (token: LeaseToken) => new Date(token.createdAt).toISOString();
-
-/** The placeholders that name one incarnation of a key: a lease token, or a row as read. */
+/**
+ * The placeholders that name one incarnation of a key: a lease token, or a row as read. Its
+ * creation time is bound as epoch milliseconds, which the statements turn into their
+ * timestamptz (`sqlInstant`).
+ */
 export const incarnation = (token: LeaseToken) => ({
   scope: token.scope,
   key: token.key,
   version: token.version,
-  createdAt: createdAtOf(token),
+  createdAt: token.createdAt,
 });
 
 /** A completion's values: the holder's incarnation, and the outcome it stores for `ttlMs`. */
@@ -191,7 +192,7 @@ export const completionValues = (token: LeaseToken, outcome: StoredOutcome, ttlM
   scope: token.scope,
   key: token.key,
   version: token.version,
-  createdAt: createdAtOf(token),
+  createdAt: token.createdAt,
   outcome: JSON.stringify(outcome),
   ttlMs,
 });
