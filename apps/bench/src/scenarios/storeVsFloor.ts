@@ -59,8 +59,12 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
     // The claim names the key twice (its insert and its read of an existing row).
     const claimKeyAt = allIndices(claimSql.params, KEY, 'claim key');
     const completeKeyAt = onlyIndex(completeSql.params, KEY, 'complete key');
-    const createdAt = new Date(token.createdAt).toISOString();
-    const completeCreatedAt = onlyIndex(completeSql.params, createdAt, 'complete created_at');
+    // The incarnation's creation time travels as epoch milliseconds.
+    const completeCreatedAt = onlyIndex(
+      completeSql.params,
+      token.createdAt,
+      'complete created_at',
+    );
 
     const store = drizzleStore(drizzle(client));
     const viaStore = claimCompletePair(store, request);
@@ -74,7 +78,7 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
       if (!row) throw new Error('raw claim returned no row');
       const completeParams = [...completeSql.params];
       completeParams[completeKeyAt] = key;
-      completeParams[completeCreatedAt] = new Date(Number(row.now_ms)).toISOString();
+      completeParams[completeCreatedAt] = Number(row.now_ms);
       const done = await client.unsafe(completeSql.text, completeParams as never[], { prepare });
       if (done.length !== 1) throw new Error('raw complete updated no row');
     };

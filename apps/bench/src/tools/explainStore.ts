@@ -95,8 +95,9 @@ runMain(async () => {
     { kind: 'success', value: { orderId: 1 } },
     TTL_MS,
   );
-  const createdAt = new Date(claimed.record.createdAt).toISOString();
-  const otherCreatedAt = new Date(other.record.createdAt).toISOString();
+  // The incarnation's creation time travels as epoch milliseconds.
+  const createdAt = claimed.record.createdAt;
+  const otherCreatedAt = other.record.createdAt;
   const completion = required(captured[0], 'the completion statement');
   const completeStatement = {
     text: completion.text,

@@ -57,7 +57,8 @@ runMain(async () => {
   );
   const [claimSql, completeSql] = captured as [(typeof captured)[0], (typeof captured)[0]];
   if (process.env.DUMP) console.log(JSON.stringify(captured, null, 1));
-  const createdAtAt = completeSql.params.indexOf(new Date(probe.record.createdAt).toISOString());
+  const createdAtAt = completeSql.params.indexOf(probe.record.createdAt);
+  if (createdAtAt < 0) throw new Error('cannot find the completion\'s created_at parameter');
   const swap = (params: unknown[], from: unknown, to: unknown) =>
     params.map((param) => (param === from ? to : param));
   const engine = createIdempotency({ store });
@@ -107,7 +108,7 @@ runMain(async () => {
         );
         if (!row) throw new Error('no row');
         const params = swap(completeSql.params, 'probe', key);
-        params[createdAtAt] = new Date(Number(row.now_ms)).toISOString();
+        params[createdAtAt] = Number(row.now_ms);
         const done = await client.unsafe(completeSql.text, params as never[], { prepare: true });
         if (done.length !== 1) throw new Error(`complete ${JSON.stringify(params)}`);
       },
@@ -124,7 +125,7 @@ runMain(async () => {
         });
         if (!row?.inserted) throw new Error('lean: not inserted');
         const params = swap(completeSql.params, 'probe', key);
-        params[createdAtAt] = new Date(Number(row.now_ms)).toISOString();
+        params[createdAtAt] = Number(row.now_ms);
         const done = await client.unsafe(completeSql.text, params as never[], { prepare: true });
         if (done.length !== 1) throw new Error('lean: complete');
       },
