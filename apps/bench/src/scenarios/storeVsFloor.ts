@@ -60,11 +60,7 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
     const claimKeyAt = allIndices(claimSql.params, KEY, 'claim key');
     const completeKeyAt = onlyIndex(completeSql.params, KEY, 'complete key');
     // The incarnation's creation time travels as epoch milliseconds.
-    const completeCreatedAt = onlyIndex(
-      completeSql.params,
-      token.createdAt,
-      'complete created_at',
-    );
+    const completeCreatedAt = onlyIndex(completeSql.params, token.createdAt, 'complete created_at');
 
     const store = drizzleStore(drizzle(client));
     const viaStore = claimCompletePair(store, request);

@@ -58,7 +58,7 @@ runMain(async () => {
   const [claimSql, completeSql] = captured as [(typeof captured)[0], (typeof captured)[0]];
   if (process.env.DUMP) console.log(JSON.stringify(captured, null, 1));
   const createdAtAt = completeSql.params.indexOf(probe.record.createdAt);
-  if (createdAtAt < 0) throw new Error('cannot find the completion\'s created_at parameter');
+  if (createdAtAt < 0) throw new Error("cannot find the completion's created_at parameter");
   const swap = (params: unknown[], from: unknown, to: unknown) =>
     params.map((param) => (param === from ? to : param));
   const engine = createIdempotency({ store });
