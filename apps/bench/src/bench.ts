@@ -142,6 +142,7 @@ runMain(async () => {
     `machine: ${machine.cores} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}, PostgreSQL ${machine.postgres}, ${machine.nats}`,
   );
   console.log(`load average (1/5/15 min): before ${loadBefore}, after ${loadAfter}`);
+  console.log(`idem: ${measuredBuild()}`);
   console.log('');
   console.log(formatTable(rows));
   if (args.markdown) console.log(`\n${formatTable(rows, { markdown: true })}`);
@@ -155,3 +156,16 @@ runMain(async () => {
   console.log('every scenario check passed');
   return 0;
 });
+
+/**
+ * Which build of idem this run measures. `pnpm bench` builds the packages and measures what
+ * they publish (tsc's output); run under the `@idem/source` condition, tsx compiles the
+ * sources with every named function wrapped in a `__name` call, work the published build
+ * does not do (about 13,000 instructions per first call and replay of the engine on
+ * Postgres).
+ */
+function measuredBuild(): string {
+  return import.meta.resolve('@idem/server').includes('/src/')
+    ? 'its sources (the @idem/source condition, compiled by tsx: not what is published)'
+    : 'the built packages, as published';
+}
