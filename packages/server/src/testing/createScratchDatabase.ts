@@ -5,7 +5,10 @@ export interface ScratchDatabase {
   name: string;
   /** Its connection string: the server's URL with this database. */
   url: string;
-  /** Drops it, ending whatever connections are still open on it (`WITH (FORCE)`). */
+  /**
+   * Drops it. Connections still closing are given up to a second to leave; whatever is still
+   * open then is ended (`WITH (FORCE)`).
+   */
   drop(): Promise<void>;
 }
 
@@ -24,6 +27,15 @@ export interface ScratchDatabaseOptions {
 
 /** postgres-js logs NOTICEs (a drop of what is not there) by default. */
 const quiet = { onnotice: () => {} };
+
+/**
+ * How long a drop waits for the database's connections to close by themselves. A pool's
+ * `end()` can resolve before its last backend has gone; ended by the drop instead, that
+ * backend sends its client FATAL 57P01 ("terminating connection due to administrator
+ * command"), which the app's pool then reports as an error.
+ */
+const DROP_GRACE_MS = 1_000;
+const DROP_POLL_MS = 10;
 
 /**
  * Creates an empty, uniquely named database for one test file, benchmark or example, on a
@@ -51,20 +63,30 @@ export async function createScratchDatabase(
   // helpers (serveFetch, startNatsCluster) load in an app that does not install it.
   const { default: postgres } = await import('postgres');
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
-  const admin = async (statement: string) => {
+  const admin = async (work: (sql: ReturnType<typeof postgres>) => Promise<unknown>) => {
     const sql = postgres(serverUrl, { ...quiet, max: 1, connect_timeout: 10 });
     try {
-      await sql.unsafe(statement);
+      await work(sql);
     } finally {
       await sql.end({ timeout: 5 });
     }
   };
-  await admin(`create database "${name}"`);
+  await admin((sql) => sql.unsafe(`create database "${name}"`));
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   return {
     name,
     url: url.toString(),
-    drop: () => admin(`drop database if exists "${name}" with (force)`),
+    drop: () =>
+      admin(async (sql) => {
+        const deadline = Date.now() + DROP_GRACE_MS;
+        while (Date.now() < deadline) {
+          const [open] = await sql<{ n: number }[]>`
+            select count(*)::int as n from pg_stat_activity where datname = ${name}`;
+          if (!open || open.n === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, DROP_POLL_MS));
+        }
+        await sql.unsafe(`drop database if exists "${name}" with (force)`);
+      }),
   };
 }
