@@ -1,18 +1,18 @@
+import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
-import { createScratchDatabase } from '../src/testing/createScratchDatabase.js';
-
-const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+import { connect, countOf, createScratchDatabase, DATABASE_URL } from './harness.js';
 
 async function databaseExists(name: string): Promise<boolean> {
-  const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  const db = connect(DATABASE_URL, 1);
   try {
-    const [row] = await sql<{ n: number }[]>`
-      select count(*)::int as n from pg_database where datname = ${name}`;
-    return row?.n === 1;
+    const n = await countOf(
+      db,
+      sql`select count(*)::int as n from pg_database where datname = ${name}`,
+    );
+    return n === 1;
   } finally {
-    await sql.end({ timeout: 5 });
+    await db.$client.end({ timeout: 5 });
   }
 }
 

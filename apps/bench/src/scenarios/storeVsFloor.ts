@@ -4,6 +4,7 @@ import { drizzleStore } from '@idem/server/postgres';
 import type { Logger } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
+import { allIndices, onlyIndex } from '../lib/capturedParams.js';
 import { quiet } from '../lib/config.js';
 import { median, perRound, summarize } from '../lib/stats.js';
 import { claimCompletePair } from '../lib/storePair.js';
@@ -137,23 +138,4 @@ export async function storeVsFloor(context: RunContext): Promise<void> {
   } finally {
     await client.end({ timeout: 5 });
   }
-}
-
-function allIndices(params: readonly unknown[], value: unknown, what: string): number[] {
-  const indices = params.flatMap((param, index) => (param === value ? [index] : []));
-  if (indices.length === 0) {
-    throw new Error(`cannot find the ${what} among the captured parameters`);
-  }
-  return indices;
-}
-
-function onlyIndex(params: readonly unknown[], value: unknown, what: string): number {
-  const indices = params.flatMap((param, index) => (param === value ? [index] : []));
-  const [index] = indices;
-  if (index === undefined || indices.length !== 1) {
-    throw new Error(
-      `cannot find the ${what} among the captured parameters (${indices.length} matches)`,
-    );
-  }
-  return index;
 }

@@ -14,6 +14,7 @@ import { createIdempotency } from '@idem/core';
 import { leaseTokenOf } from '@idem/core/store';
 import { drizzleStore } from '@idem/server/postgres';
 import { drizzle } from 'drizzle-orm/postgres-js';
+import { onlyIndex } from '../lib/capturedParams.js';
 import { runMain } from '../lib/cleanup.js';
 import { measuredDatabase } from '../lib/keysCpu.js';
 
@@ -57,8 +58,7 @@ runMain(async () => {
   );
   const [claimSql, completeSql] = captured as [(typeof captured)[0], (typeof captured)[0]];
   if (process.env.DUMP) console.log(JSON.stringify(captured, null, 1));
-  const createdAtAt = completeSql.params.indexOf(probe.record.createdAt);
-  if (createdAtAt < 0) throw new Error("cannot find the completion's created_at parameter");
+  const createdAtAt = onlyIndex(completeSql.params, probe.record.createdAt, 'created_at');
   const swap = (params: unknown[], from: unknown, to: unknown) =>
     params.map((param) => (param === from ? to : param));
   const engine = createIdempotency({ store });
