@@ -190,17 +190,25 @@ describe('redisStore on one redis-server', () => {
       commandOptions: { timeout: 300 },
     }).connect();
     try {
-      const { store } = freshStore(client);
+      const { store, keyPrefix } = freshStore(client);
       await store.claim(request({ key: 'before' }));
-      // Every client's commands wait until the pause ends, well after the timeout.
-      await redis().client.sendCommand(['CLIENT', 'PAUSE', '2000', 'ALL']);
-      const paused = performance.now();
-      await expect(store.claim(request({ key: 'paused' }))).rejects.toThrow(
-        /did not answer the claim (script|\(SET NX\)) on .* within 300 ms/,
-      );
-      expect(performance.now() - paused).toBeLessThan(1_900);
-      // Once the pause is over, the claim Redis ran late is there, and the store goes on.
-      await redis().client.sendCommand(['PING']);
+      const paused = recordKey(keyPrefix, request().scope, 'paused');
+      // Redis holds every write (the claim's SET or script, and what the client sends after
+      // it) until the pause ends or is lifted; reads from other clients go on.
+      await redis().client.sendCommand(['CLIENT', 'PAUSE', '60000', 'WRITE']);
+      try {
+        await expect(store.claim(request({ key: 'paused' }))).rejects.toThrow(
+          /did not answer the claim (script|\(SET NX\)) on .* within 300 ms/,
+        );
+        // Failed while Redis still held it: the claim has not run yet.
+        expect(Number(await redis().client.sendCommand(['EXISTS', paused]))).toBe(0);
+      } finally {
+        await redis().client.sendCommand(['CLIENT', 'UNPAUSE']);
+      }
+      // Once the pause is lifted, the claim Redis ran late is there, and the store goes on.
+      await until('Redis to run the held claim', async () => {
+        return Number(await redis().client.sendCommand(['EXISTS', paused])) === 1;
+      });
       expect(await store.get(request().scope, 'paused')).not.toBeNull();
       expect((await store.claim(request({ key: 'after' }))).status).toBe('claimed');
     } finally {
