@@ -125,12 +125,14 @@ end
 -- clock, physical = '1'); a record already gone then is deleted now. Redis keeps a key
 -- through the millisecond of its expiry, so the expiry is the millisecond before ends (or
 -- ends itself, with one millisecond left): a completed record whose expires_at comes after
--- its key's expiry had not ended when a plain SET … GET found it.
+-- its key's expiry had not ended when a plain SET … GET found it. The expiry is given as
+-- that instant (PXAT), not as a span from now (PX): Redis 7.0 reads its clock again for
+-- the SET, which may be a millisecond or more past the script's TIME.
 local function put(key, rec, ends, now, physical)
   if physical ~= '1' then
     redis.call('SET', key, rec)
   elseif ends > now then
-    redis.call('SET', key, rec, 'PX', int(math.max(1, ends - now - 1)))
+    redis.call('SET', key, rec, 'PXAT', int(math.max(ends - 1, now + 1)))
   else
     redis.call('DEL', key)
   end

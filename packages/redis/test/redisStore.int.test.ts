@@ -155,6 +155,33 @@ describe('redisStore on one redis-server', () => {
       ).rejects.toSatisfy(isLeaseLostError);
     });
 
+    it("gives every record a script writes its key's expiry at the millisecond before its end", async () => {
+      const { store, keyPrefix } = freshStore(redis().client);
+      const { scope } = request();
+      const expiryOf = async (key: string) =>
+        Number(await redis().client.sendCommand(['PEXPIRETIME', recordKey(keyPrefix, scope, key)]));
+      // Redis 7.0 reads its clock again for a script's SET: an expiry given as a span from
+      // the script's TIME landed a millisecond late now and then (about 1 write in 200
+      // here), and the plain path then sent that key's replays to the script.
+      const late: string[] = [];
+      await Promise.all(
+        Array.from({ length: 2_000 }, async (_, index) => {
+          const key = `expiry-${index}`;
+          const token = claimedToken(
+            await store.claim(request({ key, leaseMs: 30_000, ttlMs: 60_000 })),
+          );
+          await store.heartbeat(token, 90_000); // the lease now ends after the TTL
+          const held = await store.get(scope, key);
+          const heldExpiry = await expiryOf(key);
+          if (heldExpiry !== (held?.lockedUntil ?? 0) - 1) late.push(`${key} in progress`);
+          await store.complete(token, { kind: 'success', value: index }, 60_000);
+          const done = await store.get(scope, key);
+          if ((await expiryOf(key)) !== (done?.expiresAt ?? 0) - 1) late.push(`${key} completed`);
+        }),
+      );
+      expect(late).toEqual([]);
+    });
+
     it('refuses a new record whose expiry was removed: its times are lost', async () => {
       const { store, keyPrefix } = freshStore(redis().client);
       const claimed = claimedToken(await store.claim(request({ key: 'persisted' })));
@@ -187,7 +214,7 @@ describe('redisStore on one redis-server', () => {
   it("fails a call Redis does not answer within the client's command timeout", async () => {
     const client = await createClient({
       url: redis().server.url,
-      commandOptions: { timeout: 300 },
+      commandOptions: { timeout: 3_000 },
     }).connect();
     try {
       const { store, keyPrefix } = freshStore(client);
@@ -198,7 +225,7 @@ describe('redisStore on one redis-server', () => {
       await redis().client.sendCommand(['CLIENT', 'PAUSE', '60000', 'WRITE']);
       try {
         await expect(store.claim(request({ key: 'paused' }))).rejects.toThrow(
-          /did not answer the claim (script|\(SET NX\)) on .* within 300 ms/,
+          /did not answer the claim (script|\(SET NX\)) on .* within 3000 ms/,
         );
         // Failed while Redis still held it: the claim has not run yet.
         expect(Number(await redis().client.sendCommand(['EXISTS', paused]))).toBe(0);
