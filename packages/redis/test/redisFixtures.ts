@@ -63,11 +63,11 @@ export async function until<Answer>(
   attempt: () => Promise<Answer>,
   done: (answer: Answer) => boolean = (answer) => answer === true,
 ): Promise<Answer> {
-  const deadline = Date.now() + 30_000;
+  const deadline = performance.now() + 30_000; // monotonic: a clock step cannot cut it short
   for (;;) {
     const answer = await attempt();
     if (done(answer)) return answer;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
