@@ -172,8 +172,8 @@ describe('redisStore on one redis-server', () => {
           );
           await store.heartbeat(token, 90_000); // the lease now ends after the TTL
           const held = await store.get(scope, key);
-          const heldExpiry = await expiryOf(key);
-          if (heldExpiry !== (held?.lockedUntil ?? 0) - 1) late.push(`${key} in progress`);
+          if ((await expiryOf(key)) !== (held?.lockedUntil ?? 0) - 1)
+            late.push(`${key} in progress`);
           await store.complete(token, { kind: 'success', value: index }, 60_000);
           const done = await store.get(scope, key);
           if ((await expiryOf(key)) !== (done?.expiresAt ?? 0) - 1) late.push(`${key} completed`);

@@ -79,11 +79,11 @@ export async function createScratchDatabase(
     url: url.toString(),
     drop: () =>
       admin(async (sql) => {
-        const deadline = Date.now() + DROP_GRACE_MS;
-        while (Date.now() < deadline) {
+        const deadline = performance.now() + DROP_GRACE_MS;
+        while (performance.now() < deadline) {
           const [open] = await sql<{ n: number }[]>`
             select count(*)::int as n from pg_stat_activity where datname = ${name}`;
-          if (!open || open.n === 0) break;
+          if (open?.n === 0) break;
           await new Promise((resolve) => setTimeout(resolve, DROP_POLL_MS));
         }
         await sql.unsafe(`drop database if exists "${name}" with (force)`);
