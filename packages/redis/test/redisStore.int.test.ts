@@ -5,6 +5,7 @@ import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { recordKey } from '../src/recordKey.js';
 import { startRedisServer } from '../src/testing/index.js';
+import { answersAs } from '../src/testing/startRedis.js';
 import { freshStore, request, serverTimeOf, until, useRedis } from './redisFixtures.js';
 import { redisRisks } from './redisRisks.js';
 
@@ -194,6 +195,17 @@ describe('redisStore on one redis-server', () => {
         /expiry was removed/,
       );
     });
+  });
+
+  it('knows its throwaway server by its process, not by any answer on the port', async () => {
+    const { server, client } = redis();
+    const info = String(await client.sendCommand(['INFO', 'server']));
+    const pid = Number(/\r\nprocess_id:(\d+)\r\n/.exec(info)?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    expect(await answersAs(server.port, pid)).toBe(true);
+    // Another process on the port (a server another test started there first) is not it.
+    expect(await answersAs(server.port, pid + 1)).toBe(false);
+    expect(await answersAs(server.port, undefined)).toBe(false);
   });
 
   it("keeps a record under the client's own keyPrefix", async () => {

@@ -56,8 +56,9 @@ const EPHEMERAL = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
 
 /**
  * Starts a throwaway `redis-server` on a free loopback port (never the machine's own at
- * 6379), with no persistence, in a temporary folder; resolves once it answers PING. For
- * tests, examples and benchmarks; the process never outlives the one that started it.
+ * 6379), with no persistence, in a temporary folder; resolves once that process (not just
+ * any server) answers on the port. For tests, examples and benchmarks; the process never
+ * outlives the one that started it.
  */
 export async function startRedisServer(options: StartRedisOptions = {}): Promise<RedisServer> {
   return startProcess(options, async () => []);
@@ -159,9 +160,9 @@ async function startProcess(
       await rm(dir, { recursive: true, force: true });
     };
     try {
-      await until(readyTimeoutMs, `redis-server on port ${port} to answer PING`, async () => {
+      await until(readyTimeoutMs, `redis-server on port ${port} to answer`, async () => {
         if (exited.done) throw new Error(`redis-server (${binary}) exited: ${output.trim()}`);
-        return (await command(port, ['PING']).catch(() => '')) === 'PONG';
+        return answersAs(port, child.pid);
       });
       return { url: `redis://127.0.0.1:${port}`, port, stop };
     } catch (error) {
@@ -170,6 +171,17 @@ async function startProcess(
       throw error;
     }
   }
+}
+
+/**
+ * Whether the server on `port` is the process `pid`: `INFO server` names its process. A
+ * PING alone would also be answered by another server that took the port first (another
+ * test's, between picking the port and binding it), and the tests would then share it.
+ */
+export async function answersAs(port: number, pid: number | undefined): Promise<boolean> {
+  if (pid === undefined) return false;
+  const info = await command(port, ['INFO', 'server']).catch(() => '');
+  return info.includes(`\nprocess_id:${pid}\r\n`);
 }
 
 function exitOf(child: ChildProcess) {
