@@ -78,6 +78,37 @@ end
 return {'read', int(now), rec}
 `;
 
+/**
+ * The first step of complete where new keys are claimed by a plain SET (`newKeyClaim`), run
+ * before the helpers are built (Redis makes each a closure on every call): the completion
+ * of a record exactly as that SET wrote it (version 1, one attempt, its times relative to
+ * the key's expiry, no recovery point), on the server's clock, by the token whose creation
+ * time that expiry gives. It writes what COMPLETE writes for that record, in about three
+ * quarters of Redis's time: one pattern instead of the header's fields, no helper. Anything
+ * else (a record a script wrote, a token of another incarnation, an expiry removed, a hash
+ * record) goes on to COMPLETE.
+ */
+const COMPLETE_NEW_KEY = `
+if ARGV[1] == '' and ARGV[2] == '1' and ARGV[3] == '1' then
+  local rec = redis.pcall('GET', KEYS[1])
+  local px, fingerprint
+  if type(rec) == 'string' then
+    px, fingerprint = string.match(rec, '^in_progress 1 @(%d+)%+%d+%+%d+ 1 %-\\n([^\\n]*)\\n\\n$')
+  end
+  if px and redis.call('PEXPIRETIME', KEYS[1]) - tonumber(px) == tonumber(ARGV[4]) then
+    local time = redis.call('TIME')
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local ends = now + tonumber(ARGV[6])
+    if ends > now then
+      redis.call('SET', KEYS[1], 'completed 1 ' .. ARGV[4] .. ' - ' .. string.format('%.0f', ends) ..
+        ' 1 ' .. string.format('%.0f', now) .. '\\n' .. fingerprint .. '\\n' .. ARGV[5] .. '\\n',
+        'PXAT', string.format('%.0f', math.max(ends - 1, now + 1)))
+      return 1
+    end
+  end
+end
+`;
+
 /** complete: ARGV[3] version, ARGV[4] createdAt, ARGV[5] outcome JSON, ARGV[6] ttlMs. */
 const COMPLETE = `
 local key = KEYS[1]
@@ -143,14 +174,17 @@ export interface LuaScript {
   readonly sha1: string;
 }
 
-function script(name: string, body: string): LuaScript {
-  const source = `${helpersOf(body)}${body}`;
+/** A script of `body` and the helpers it calls, after `first` (which calls none). */
+function script(name: string, body: string, first = ''): LuaScript {
+  const source = `${first}${helpersOf(body)}${body}`;
   return { name, source, sha1: createHash('sha1').update(source).digest('hex') };
 }
 
 export const scripts = {
   claim: script('claim', CLAIM),
   complete: script('complete', COMPLETE),
+  /** complete, after its fast path for a record a new key's plain SET wrote. */
+  completeNewKey: script('complete', COMPLETE, COMPLETE_NEW_KEY),
   extend: script('extend', EXTEND),
   saveStep: script('saveStep', SAVE_STEP),
   read: script('read', READ),

@@ -4,6 +4,7 @@ import { claimedToken, storeContract } from '@idem/core/testing/contract';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { recordKey } from '../src/recordKey.js';
+import { scripts } from '../src/scripts.js';
 import { startRedisServer } from '../src/testing/index.js';
 import { answersAs } from '../src/testing/startRedis.js';
 import { freshStore, request, serverTimeOf, until, useRedis } from './redisFixtures.js';
@@ -32,7 +33,12 @@ describe('redisStore on one redis-server', () => {
       const info = String(await redis().client.sendCommand(['INFO', 'commandstats']));
       const count = (command: string) =>
         Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
-      return { set: count('set'), scripts: count('evalsha') + count('eval') };
+      return {
+        set: count('set'),
+        get: count('get'),
+        pexpiretime: count('pexpiretime'),
+        scripts: count('evalsha') + count('eval'),
+      };
     };
     const serverTime = () => serverTimeOf(redis().client);
 
@@ -112,6 +118,84 @@ describe('redisStore on one redis-server', () => {
       });
     });
 
+    it('completes a record the plain SET wrote in a first pass, as the general completion would', async () => {
+      const { store, keyPrefix } = freshStore(redis().client);
+      const { scope } = request();
+      const lives = { leaseMs: 30_000, ttlMs: 90_000 };
+      const fast = claimedToken(await store.claim(request({ key: 'fast', ...lives })));
+      const general = claimedToken(await store.claim(request({ key: 'general', ...lives })));
+      const outcome = JSON.stringify({ kind: 'success', value: { orderId: 7 } });
+      await store.complete(fast, { kind: 'success', value: { orderId: 7 } }, 60_000);
+      // The general completion, sent straight: the script without the first pass.
+      const sent = await redis().client.sendCommand([
+        'EVAL',
+        scripts.complete.source,
+        '1',
+        recordKey(keyPrefix, scope, 'general'),
+        '',
+        '1',
+        String(general.version),
+        String(general.createdAt),
+        outcome,
+        '60000',
+      ]);
+      expect(Number(sent)).toBe(1);
+      await expect(
+        store.complete(fast, { kind: 'success', value: 'again' }, 60_000),
+      ).rejects.toSatisfy(isLeaseLostError);
+      for (const [key, token] of [
+        ['fast', fast],
+        ['general', general],
+      ] as const) {
+        const done = await store.get(scope, key);
+        expect(done).toEqual({
+          scope,
+          key,
+          fingerprint: request().fingerprint,
+          status: 'completed',
+          version: 1,
+          attempts: 1,
+          createdAt: token.createdAt,
+          lockedUntil: null,
+          completedAt: expect.any(Number),
+          expiresAt: (done?.completedAt ?? 0) + 60_000,
+          outcome: { kind: 'success', value: { orderId: 7 } },
+          steps: {},
+        });
+        const text = String(
+          await redis().client.sendCommand(['GET', recordKey(keyPrefix, scope, key)]),
+        );
+        expect(text).toBe(
+          `completed 1 ${token.createdAt} - ${done?.expiresAt} 1 ${done?.completedAt}\n${JSON.stringify(request().fingerprint)}\n${outcome}\n`,
+        );
+        const expiry = await redis().client.sendCommand([
+          'PEXPIRETIME',
+          recordKey(keyPrefix, scope, key),
+        ]);
+        expect(Number(expiry)).toBe((done?.expiresAt ?? 0) - 1);
+      }
+    });
+
+    it('completes a new record in its first pass: one GET, one PEXPIRETIME', async () => {
+      const { store } = freshStore(redis().client);
+      const token = claimedToken(await store.claim(request({ key: 'one-pass' })));
+      const before = await commandCounts();
+      await store.complete(token, { kind: 'success', value: 1 }, 60_000);
+      const after = await commandCounts();
+      // The script with the first pass ran, and the record stopped it: one read of each.
+      const cached = await redis().client.sendCommand([
+        'SCRIPT',
+        'EXISTS',
+        scripts.completeNewKey.sha1,
+      ]);
+      expect(cached).toEqual([1]);
+      expect([after.get - before.get, after.pexpiretime - before.pexpiretime]).toEqual([1, 1]);
+      expect(await store.claim(request({ key: 'one-pass' }))).toMatchObject({
+        status: 'replay',
+        record: { outcome: { kind: 'success', value: 1 } },
+      });
+    });
+
     it('leaves a key in progress to the claim script', async () => {
       const { store } = freshStore(redis().client);
       await store.claim(request({ key: 'warm' }));
@@ -171,10 +255,13 @@ describe('redisStore on one redis-server', () => {
           const token = claimedToken(
             await store.claim(request({ key, leaseMs: 30_000, ttlMs: 60_000 })),
           );
-          await store.heartbeat(token, 90_000); // the lease now ends after the TTL
-          const held = await store.get(scope, key);
-          if ((await expiryOf(key)) !== (held?.lockedUntil ?? 0) - 1)
-            late.push(`${key} in progress`);
+          // Every other record is completed as the plain SET wrote it (the first pass).
+          if (index % 2 === 0) {
+            await store.heartbeat(token, 90_000); // the lease now ends after the TTL
+            const held = await store.get(scope, key);
+            if ((await expiryOf(key)) !== (held?.lockedUntil ?? 0) - 1)
+              late.push(`${key} in progress`);
+          }
           await store.complete(token, { kind: 'success', value: index }, 60_000);
           const done = await store.get(scope, key);
           if ((await expiryOf(key)) !== (done?.expiresAt ?? 0) - 1) late.push(`${key} completed`);
@@ -192,6 +279,9 @@ describe('redisStore on one redis-server', () => {
       ]);
       await expect(store.get(claimed.scope, 'persisted')).rejects.toThrow(/expiry was removed/);
       await expect(store.claim(request({ key: 'persisted' }))).rejects.toThrow(
+        /expiry was removed/,
+      );
+      await expect(store.complete(claimed, { kind: 'success', value: 1 }, 60_000)).rejects.toThrow(
         /expiry was removed/,
       );
     });
