@@ -19,7 +19,12 @@ export function recordKeyPattern(prefix: string): string {
   return `${prefix.replace(/[*?[\]\\]/g, (char) => `\\${char}`)}{*`;
 }
 
+/** Whether `text` holds anything {@link escapeTagText} may change (a paired surrogate too). */
+const MAY_ESCAPE = /[%{}\uD800-\uDFFF]/;
+
 function escapeTagText(text: string): string {
+  // Most scopes and keys hold none of these: a scan of one class, not the full pattern.
+  if (!MAY_ESCAPE.test(text)) return text;
   return text.replace(
     /[%{}]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
     (unit) => `%${unit.charCodeAt(0).toString(16).padStart(4, '0')}`,

@@ -152,7 +152,9 @@ export function redisRisks(name: string, subject: () => RisksSubject): void {
         ['{t}', 'k'],
         ['%007Bt%007D', 'k'],
         ['\uD800', 'k'],
+        ['\uDC00', 'k'],
         ['\uFFFD', 'k'],
+        ['\uD83D\uDE00', 'k'],
         ['', 'k'],
         ['k', ''],
       ];
