@@ -10,10 +10,11 @@ import type { CommandSender } from './RedisConnection.js';
 import { recordOf } from './scriptReplies.js';
 
 /** Answers a claim, or undefined when the claim script must decide it. */
-export type NewKeyClaim = (
-  request: ClaimRequest,
-  redisKey: string,
-) => Promise<ClaimResult | undefined> | undefined;
+export interface NewKeyClaim {
+  (request: ClaimRequest, redisKey: string): Promise<ClaimResult | undefined> | undefined;
+  /** False once the server refused the plain commands: from then on the script claims. */
+  readonly active: boolean;
+}
 
 /**
  * The claim of a key with no record (a new key's first call) and of a completed record
@@ -69,7 +70,10 @@ export function newKeyClaim(
     }
     throw error;
   };
-  return (request, redisKey) => {
+  const claim = (
+    request: ClaimRequest,
+    redisKey: string,
+  ): Promise<ClaimResult | undefined> | undefined => {
     const { leaseMs, ttlMs } = request;
     if (unsupported || !Number.isInteger(leaseMs) || !Number.isInteger(ttlMs)) return undefined;
     if (!ready()) return undefined;
@@ -118,6 +122,7 @@ export function newKeyClaim(
       return expireAt.status === 'rejected' ? refused(expireAt.reason) : undefined;
     });
   };
+  return Object.defineProperty(claim, 'active', { get: () => !unsupported }) as NewKeyClaim;
 }
 
 /**

@@ -83,10 +83,11 @@ return {'read', int(now), rec}
  * before the helpers are built (Redis makes each a closure on every call): the completion
  * of a record exactly as that SET wrote it (version 1, one attempt, its times relative to
  * the key's expiry, no recovery point), on the server's clock, by the token whose creation
- * time that expiry gives. It writes what COMPLETE writes for that record, in about three
- * quarters of Redis's time: one pattern instead of the header's fields, no helper. Anything
- * else (a record a script wrote, a token of another incarnation, an expiry removed, a hash
- * record) goes on to COMPLETE.
+ * time that expiry gives (compared as text, as `held` does). It writes what COMPLETE writes
+ * for that record, in about three quarters of Redis's time: one pattern instead of the
+ * header's fields, no helper. Anything else (a record a script wrote, a token of another
+ * incarnation, an expiry removed, a hash record) goes on to COMPLETE, which reads the key
+ * again.
  */
 const COMPLETE_NEW_KEY = `
 if ARGV[1] == '' and ARGV[2] == '1' and ARGV[3] == '1' then
@@ -95,7 +96,8 @@ if ARGV[1] == '' and ARGV[2] == '1' and ARGV[3] == '1' then
   if type(rec) == 'string' then
     px, fingerprint = string.match(rec, '^in_progress 1 @(%d+)%+%d+%+%d+ 1 %-\\n([^\\n]*)\\n\\n$')
   end
-  if px and redis.call('PEXPIRETIME', KEYS[1]) - tonumber(px) == tonumber(ARGV[4]) then
+  local expiry = px and redis.call('PEXPIRETIME', KEYS[1])
+  if expiry and expiry >= 0 and string.format('%.0f', expiry - tonumber(px)) == ARGV[4] then
     local time = redis.call('TIME')
     local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
     local ends = now + tonumber(ARGV[6])

@@ -161,10 +161,12 @@ describe('newKeyClaim on the server clock', () => {
       if (args[0] === 'SET') throw new Error('ERR syntax error');
       return redisWith(null)(args);
     };
+    expect(claim.active).toBe(true);
     expect(await claim(claimRequest(), 'k')).toBeUndefined();
     const asked = sent.length;
     expect(claim(claimRequest(), 'k')).toBeUndefined();
     expect(sent).toHaveLength(asked);
+    expect(claim.active).toBe(false);
   });
 });
 
