@@ -47,7 +47,8 @@ export interface NewKeyClaim {
  * with `clock.now()` as the scripts would, by one `SET <key> <record> NX GET`.
  *
  * `SET … NX … GET` and `PEXPIRETIME` need Redis 7.0 (Valkey 7.2): on an older server the
- * first refusal turns this off for the store. A client that is not connected (`ready()`
+ * first refusal turns this off for the store. `PEXPIRETIME` is asked once before the first
+ * plain SET, so that a user whose ACL refuses it never writes a record only it can read. A client that is not connected (`ready()`
  * false: node-redis queues commands until it reconnects) leaves every claim to the script.
  */
 export function newKeyClaim(
@@ -56,6 +57,12 @@ export function newKeyClaim(
   ready: () => boolean,
 ): NewKeyClaim {
   let unsupported = false;
+  /**
+   * A `PEXPIRETIME` answered before the first plain SET: a server that refuses it (an ACL
+   * without it) must never get a record whose times only it can read, which no script run
+   * by that user could read either. Unset again after an error that is not a refusal.
+   */
+  let expiryReadable: Promise<void> | undefined;
   const refused = (error: unknown): undefined => {
     const message = error instanceof Error ? error.message : '';
     // A hash record of 0.1: only the script reads it.
@@ -92,6 +99,17 @@ export function newKeyClaim(
     }
     const lifetime = Math.max(leaseMs, ttlMs);
     if (lifetime < 2) return undefined;
+    if (expiryReadable === undefined) {
+      // Once per store (again after an error that is no refusal), one round trip before.
+      expiryReadable = command('claim (PEXPIRETIME)', redisKey, ['PEXPIRETIME', redisKey]).then(
+        () => {},
+        (error: unknown) => {
+          expiryReadable = undefined;
+          refused(error);
+        },
+      );
+      return expiryReadable.then(() => claim(request, redisKey));
+    }
     const px = lifetime - 1;
     const text = `in_progress 1 @${px}+${leaseMs}+${ttlMs} 1 -\n${fingerprint}\n\n`;
     const sentAt = performance.now();

@@ -196,6 +196,39 @@ describe('redisStore on one redis-server', () => {
       });
     });
 
+    it('claims and completes by the scripts alone for a user whose ACL refuses PEXPIRETIME', async () => {
+      const user = `no-expiretime-${Date.now()}`;
+      await redis().client.sendCommand([
+        'ACL',
+        'SETUSER',
+        user,
+        'on',
+        'nopass',
+        '~*',
+        '+@all',
+        '-pexpiretime',
+      ]);
+      const client = await createClient({
+        url: redis().server.url,
+        username: user,
+        password: 'any',
+      }).connect();
+      try {
+        const { store } = freshStore(client);
+        for (const key of ['acl-1', 'acl-2']) {
+          const token = claimedToken(await store.claim(request({ key })));
+          await store.complete(token, { kind: 'success', value: key }, 60_000);
+          expect(await store.claim(request({ key }))).toMatchObject({
+            status: 'replay',
+            record: { outcome: { kind: 'success', value: key } },
+          });
+        }
+      } finally {
+        await client.close();
+        await redis().client.sendCommand(['ACL', 'DELUSER', user]);
+      }
+    });
+
     it('leaves a key in progress to the claim script', async () => {
       const { store } = freshStore(redis().client);
       await store.claim(request({ key: 'warm' }));
