@@ -48,8 +48,9 @@ export interface NewKeyClaim {
  *
  * `SET … NX … GET` and `PEXPIRETIME` need Redis 7.0 (Valkey 7.2): on an older server the
  * first refusal turns this off for the store. `PEXPIRETIME` is asked once before the first
- * plain SET, so that a user whose ACL refuses it never writes a record only it can read. A client that is not connected (`ready()`
- * false: node-redis queues commands until it reconnects) leaves every claim to the script.
+ * plain SET, so that a user whose ACL refuses it never writes a record only it can read. A
+ * client that is not connected (`ready()` false: node-redis queues commands until it
+ * reconnects) leaves every claim to the script.
  */
 export function newKeyClaim(
   command: CommandSender,
@@ -110,37 +111,54 @@ export function newKeyClaim(
       );
       return expiryReadable.then(() => claim(request, redisKey));
     }
-    const px = lifetime - 1;
-    const text = `in_progress 1 @${px}+${leaseMs}+${ttlMs} 1 -\n${fingerprint}\n\n`;
-    const sentAt = performance.now();
-    // Sent in this order, in this tick, on the one connection: Redis runs them in turn.
-    const set = command('claim (SET NX)', redisKey, [
-      'SET',
-      redisKey,
-      text,
-      'NX',
-      'PX',
-      String(px),
-      'GET',
-    ]);
-    const expiry = command('claim (PEXPIRETIME)', redisKey, ['PEXPIRETIME', redisKey]);
-    return Promise.allSettled([set, expiry]).then(([written, expireAt]) => {
-      if (written.status === 'rejected') return refused(written.reason);
-      const reply = written.value;
-      const keyExpiry = expireAt.status === 'fulfilled' ? Number(expireAt.value) : Number.NaN;
-      if (reply !== null && reply !== undefined) {
-        if (expireAt.status === 'rejected') return refused(expireAt.reason);
-        return keyExpiry > 0 ? answerExisting(request, reply, keyExpiry) : undefined;
-      }
-      // The SET wrote the new record: it stands only with its exact creation time. Without
-      // it the record is left to its lease, held by nobody, as a claim whose reply was lost
-      // is: the script answers this call in progress, and a retry takes it over later.
-      const created = keyExpiry - px;
-      if (created > 0 && performance.now() - sentAt < lifetime) return claimedNew(request, created);
-      return expireAt.status === 'rejected' ? refused(expireAt.reason) : undefined;
-    });
+    return claimOnServerClock(command, request, redisKey, fingerprint, refused);
   };
   return Object.defineProperty(claim, 'active', { get: () => !unsupported }) as NewKeyClaim;
+}
+
+/**
+ * The claim on the server's clock (see `newKeyClaim`): the new record with its times
+ * relative to the key's expiry, by a `SET … NX PX … GET` with the key's `PEXPIRETIME` sent
+ * right behind it; `refused` judges an error of either.
+ */
+function claimOnServerClock(
+  command: CommandSender,
+  request: ClaimRequest,
+  redisKey: string,
+  fingerprint: string,
+  refused: (error: unknown) => undefined,
+): Promise<ClaimResult | undefined> {
+  const { leaseMs, ttlMs } = request;
+  const lifetime = Math.max(leaseMs, ttlMs);
+  const px = lifetime - 1;
+  const text = `in_progress 1 @${px}+${leaseMs}+${ttlMs} 1 -\n${fingerprint}\n\n`;
+  const sentAt = performance.now();
+  // Sent in this order, in this tick, on the one connection: Redis runs them in turn.
+  const set = command('claim (SET NX)', redisKey, [
+    'SET',
+    redisKey,
+    text,
+    'NX',
+    'PX',
+    String(px),
+    'GET',
+  ]);
+  const expiry = command('claim (PEXPIRETIME)', redisKey, ['PEXPIRETIME', redisKey]);
+  return Promise.allSettled([set, expiry]).then(([written, expireAt]) => {
+    if (written.status === 'rejected') return refused(written.reason);
+    const reply = written.value;
+    const keyExpiry = expireAt.status === 'fulfilled' ? Number(expireAt.value) : Number.NaN;
+    if (reply !== null && reply !== undefined) {
+      if (expireAt.status === 'rejected') return refused(expireAt.reason);
+      return keyExpiry > 0 ? answerExisting(request, reply, keyExpiry) : undefined;
+    }
+    // The SET wrote the new record: it stands only with its exact creation time. Without
+    // it the record is left to its lease, held by nobody, as a claim whose reply was lost
+    // is: the script answers this call in progress, and a retry takes it over later.
+    const created = keyExpiry - px;
+    if (created > 0 && performance.now() - sentAt < lifetime) return claimedNew(request, created);
+    return expireAt.status === 'rejected' ? refused(expireAt.reason) : undefined;
+  });
 }
 
 /**
