@@ -81,7 +81,7 @@ export function redisStore(
     );
 
   // Where new keys are claimed by a plain SET, most completions find the record it wrote.
-  const complete = () => (plainClaim?.active ? 'completeNewKey' : 'complete');
+  const completeScript = () => (plainClaim?.active ? 'completeNewKey' : 'complete');
 
   const fenced = async (token: LeaseToken, script: keyof typeof scripts, ...args: string[]) => {
     const { scope, key, version, createdAt } = token;
@@ -114,7 +114,7 @@ export function redisStore(
 
     async complete(token: LeaseToken, outcome: StoredOutcome, ttlMs: number): Promise<void> {
       requirePositive('ttlMs', ttlMs, { unit: 'milliseconds' });
-      await fenced(token, complete(), JSON.stringify(outcome), String(ttlMs));
+      await fenced(token, completeScript(), JSON.stringify(outcome), String(ttlMs));
     },
 
     async release(token: LeaseToken): Promise<void> {
