@@ -11,6 +11,7 @@ import { PgTransaction } from 'drizzle-orm/pg-core';
 import { GrantedLeases, retryLostConnection, WritePastLeaseError } from './lostConnectionRetry.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
+import { batchedReads, singleReads } from './readBatch.js';
 import {
   ClaimOrder,
   claim,
@@ -88,6 +89,9 @@ export interface DrizzleStoreOptions {
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
+ * On a database (not a transaction), the reads asked for during one turn of the event loop
+ * (a claim's read, `get`) go out as one statement (`batchedReads`).
+ *
  * On a database (not a transaction), a fenced `UPDATE` whose connection was lost is sent
  * again, fenced as before, on another connection while the lease lasts
  * (`retryLostConnection`): a completion whose connection died after the handler ran is
@@ -122,8 +126,14 @@ export function createDrizzleStore(
   order?: FirstStatement,
 ): IdempotencyStore {
   const { clock, lockWaitMs } = options;
+  const statements = prepareStatements(db, clock, lockWaitMs !== undefined, keyLock);
+  // The values every statement binds: the injected clock's "now", when there is one.
+  const bind: StoreStatements['bind'] = (values) =>
+    clock ? { ...values, now: new Date(clock.now()).toISOString() } : values;
+  const onDatabase = !is(db, PgTransaction);
   const store: StoreStatements = {
-    statements: prepareStatements(db, clock, lockWaitMs !== undefined, keyLock),
+    statements,
+    read: onDatabase ? batchedReads(statements, bind) : singleReads(statements, bind),
     // A claim with a key lock or a bounded wait (transaction mode) always starts in full.
     order: order
       ? fixedOrder(order)
@@ -133,14 +143,13 @@ export function createDrizzleStore(
           ? new ClaimOrder()
           : fixedOrder('claim'),
     lockWait: lockWaitMs === undefined ? undefined : lockTimeoutOf(lockWaitMs),
-    // The values every statement binds: the injected clock's "now", when there is one.
-    bind: (values) => (clock ? { ...values, now: new Date(clock.now()).toISOString() } : values),
+    bind,
     // A transaction ends with its connection: only a store on a database retries.
-    leases: is(db, PgTransaction)
-      ? undefined
-      : new GrantedLeases(clock ? () => clock.monotonicNow() : () => performance.now()),
+    leases: onDatabase
+      ? new GrantedLeases(clock ? () => clock.monotonicNow() : () => performance.now())
+      : undefined,
   };
-  const { statements, leases } = store;
+  const { leases } = store;
   return {
     claim: leases
       ? (request) => grantingClaim(store, leases, request)
@@ -163,7 +172,7 @@ export function createDrizzleStore(
         stepValue: JSON.stringify(value),
       }),
     async get(scope, key) {
-      const [row] = await statements.read().execute(store.bind({ scope, key }));
+      const row = await store.read(scope, key);
       if (!row) return null;
       const record = toRecord(row);
       return isExpired(record, Number(row.nowMs)) ? null : record;

@@ -24,6 +24,8 @@ const param = {
   stepValue: sql.placeholder('stepValue'),
   now: sql.placeholder('now'),
   limit: sql.placeholder('limit'),
+  scopes: sql.placeholder('scopes'),
+  keys: sql.placeholder('keys'),
   lockWait: sql.placeholder('lockWait'),
 };
 
@@ -93,6 +95,20 @@ export function prepareStatements(
           .from(keys)
           .where(byId),
         'read',
+      ),
+    ),
+    // The keys of several reads at once, each row with the place (from 1) of the read it
+    // answers: a key asked for twice comes back twice. The primary key finds each one.
+    readMany: once(() =>
+      prepared(
+        db
+          .select({ place: sql<number>`wanted.place`.mapWith(Number), ...COLUMNS, nowMs })
+          .from(keys)
+          .innerJoin(
+            sql`unnest(${param.scopes}::text[], ${param.keys}::text[]) with ordinality as wanted(scope, key, place)`,
+            sql`${keys.scope} = wanted.scope and ${keys.key} = wanted.key`,
+          ),
+        'read_many',
       ),
     ),
     // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting

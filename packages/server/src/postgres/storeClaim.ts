@@ -9,11 +9,14 @@ import {
 } from '@idem/core/store';
 import type { GrantedLeases } from './lostConnectionRetry.js';
 import type { prepareStatements } from './prepareStatements.js';
+import type { ReadKey } from './readBatch.js';
 import type { IdempotencyKeyRow } from './schema.js';
 
 /** One store's statements, and what it binds into each. */
 export interface StoreStatements {
   statements: ReturnType<typeof prepareStatements>;
+  /** Reads a key's row: gathered with the reads asked for beside it, on a database. */
+  read: ReadKey;
   /**
    * Which statement a claim sends first: whatever the store's recent claims suggest (a
    * `ClaimOrder`), or always the same one (`fixedOrder`: the new key's INSERT for
@@ -105,7 +108,7 @@ export async function claim(store: StoreStatements, request: ClaimRequest): Prom
   // it needs no write. Not after an INSERT with a bounded lock wait: its RETURNING puts
   // `lock_timeout` back only for a row it inserted, so the full claim must follow.
   if (first === 'read' || (first === 'insert' && !lockWait)) {
-    const [row] = await statements.read().execute(bind({ scope: request.scope, key: request.key }));
+    const row = await store.read(request.scope, request.key);
     if (first === 'read') order.found(row !== undefined);
     if (row) {
       const record = toRecord(row);
