@@ -11,7 +11,6 @@ import { PgTransaction } from 'drizzle-orm/pg-core';
 import { GrantedLeases, retryLostConnection, WritePastLeaseError } from './lostConnectionRetry.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { prepareStatements } from './prepareStatements.js';
-import { batchedReads, singleReads } from './readBatch.js';
 import {
   ClaimOrder,
   claim,
@@ -22,6 +21,7 @@ import {
   type StoreStatements,
   toRecord,
 } from './storeClaim.js';
+import { gatheredStatements, singleStatements } from './storeGathering.js';
 
 export interface DrizzleStoreOptions {
   /**
@@ -89,8 +89,9 @@ export interface DrizzleStoreOptions {
  * - `complete`, `release`, `heartbeat`, `saveStep`: one `UPDATE` fenced by version,
  *   creation time and status; `get`: one read; `sweep`: one `DELETE`.
  *
- * On a database (not a transaction), the reads asked for during one turn of the event loop
- * (a claim's read, `get`) go out as one statement (`batchedReads`).
+ * On a database (not a transaction), the reads, new keys' `INSERT`s and completions asked
+ * for during one turn of the event loop go out as one statement per kind
+ * (`gatheredStatements`).
  *
  * On a database (not a transaction), a fenced `UPDATE` whose connection was lost is sent
  * again, fenced as before, on another connection while the lease lasts
@@ -133,7 +134,7 @@ export function createDrizzleStore(
   const onDatabase = !is(db, PgTransaction);
   const store: StoreStatements = {
     statements,
-    read: onDatabase ? batchedReads(statements, bind) : singleReads(statements, bind),
+    sends: onDatabase ? gatheredStatements(statements, bind) : singleStatements(statements, bind),
     // A claim with a key lock or a bounded wait (transaction mode) always starts in full.
     order: order
       ? fixedOrder(order)
@@ -150,13 +151,14 @@ export function createDrizzleStore(
       : undefined,
   };
   const { leases } = store;
+  const completion = { execute: store.sends.complete };
   return {
     claim: leases
       ? (request) => grantingClaim(store, leases, request)
       : (request) => claim(store, request),
     complete: (token, outcome, ttlMs) => {
       const values = completionValues(token, outcome, ttlMs);
-      return fenced(store, statements.complete(), token, values, true);
+      return fenced(store, completion, token, values, true);
     },
     release: (token) => fenced(store, statements.release(), token, incarnation(token)),
     async heartbeat(token, leaseMs) {
@@ -172,7 +174,7 @@ export function createDrizzleStore(
         stepValue: JSON.stringify(value),
       }),
     async get(scope, key) {
-      const row = await store.read(scope, key);
+      const row = await store.sends.read(scope, key);
       if (!row) return null;
       const record = toRecord(row);
       return isExpired(record, Number(row.nowMs)) ? null : record;

@@ -4,6 +4,7 @@ import type { PgUpdateSetSource, SelectedFieldsFlat } from 'drizzle-orm/pg-core'
 import { deleteSkipLocked } from './deleteSkipLocked.js';
 import { directPrepared } from './directQuery.js';
 import { keyLockArgs } from './keyLock.js';
+import { completeManyStatement, insertManyStatement, readManyStatement } from './manyStatements.js';
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { COLUMNS, columnsOf, readFirstClaim } from './readFirstClaim.js';
@@ -24,8 +25,6 @@ const param = {
   stepValue: sql.placeholder('stepValue'),
   now: sql.placeholder('now'),
   limit: sql.placeholder('limit'),
-  scopes: sql.placeholder('scopes'),
-  keys: sql.placeholder('keys'),
   lockWait: sql.placeholder('lockWait'),
 };
 
@@ -97,20 +96,10 @@ export function prepareStatements(
         'read',
       ),
     ),
-    // The keys of several reads at once, each row with the place (from 1) of the read it
-    // answers: a key asked for twice comes back twice. The primary key finds each one.
-    readMany: once(() =>
-      prepared(
-        db
-          .select({ place: sql<number>`wanted.place`.mapWith(Number), ...COLUMNS, nowMs })
-          .from(keys)
-          .innerJoin(
-            sql`unnest(${param.scopes}::text[], ${param.keys}::text[]) with ordinality as wanted(scope, key, place)`,
-            sql`${keys.scope} = wanted.scope and ${keys.key} = wanted.key`,
-          ),
-        'read_many',
-      ),
-    ),
+    // Several calls' reads, new keys and completions, one statement each (`manyStatements`).
+    readMany: once(() => prepared(readManyStatement(parts), 'read_many')),
+    insertMany: once(() => prepared(insertManyStatement(parts), 'insert_many')),
+    completeMany: once(() => prepared(completeManyStatement(parts), 'complete_many')),
     // SKIP LOCKED: concurrent sweepers split the work, and a row that a claim is resetting
     // right now is left to that claim.
     sweep: once(() =>

@@ -9,14 +9,14 @@ import {
 } from '@idem/core/store';
 import type { GrantedLeases } from './lostConnectionRetry.js';
 import type { prepareStatements } from './prepareStatements.js';
-import type { ReadKey } from './readBatch.js';
 import type { IdempotencyKeyRow } from './schema.js';
+import type { StoreSends } from './storeGathering.js';
 
 /** One store's statements, and what it binds into each. */
 export interface StoreStatements {
   statements: ReturnType<typeof prepareStatements>;
-  /** Reads a key's row: gathered with the reads asked for beside it, on a database. */
-  read: ReadKey;
+  /** The statements every call makes: gathered with their kind's others, on a database. */
+  sends: StoreSends;
   /**
    * Which statement a claim sends first: whatever the store's recent claims suggest (a
    * `ClaimOrder`), or always the same one (`fixedOrder`: the new key's INSERT for
@@ -100,15 +100,15 @@ export async function claim(store: StoreStatements, request: ClaimRequest): Prom
   const values = bind(claimValues(request, lockWait));
   const first = order.next();
   if (first === 'insert') {
-    const [row] = await statements.insertNew().execute(values);
-    order.found(!row);
-    if (row) return claimedNew(request, Number(row.nowMs));
+    const nowMs = await store.sends.insertNew(values);
+    order.found(nowMs === undefined);
+    if (nowMs !== undefined) return claimedNew(request, nowMs);
   }
   // A key that exists (the INSERT found it) or was read first: answered from a read where
   // it needs no write. Not after an INSERT with a bounded lock wait: its RETURNING puts
   // `lock_timeout` back only for a row it inserted, so the full claim must follow.
   if (first === 'read' || (first === 'insert' && !lockWait)) {
-    const row = await store.read(request.scope, request.key);
+    const row = await store.sends.read(request.scope, request.key);
     if (first === 'read') order.found(row !== undefined);
     if (row) {
       const record = toRecord(row);

@@ -1,0 +1,159 @@
+import { answeredByServer, gathered } from './gathered.js';
+import type { prepareStatements } from './prepareStatements.js';
+import type { claimValues, completionValues } from './storeClaim.js';
+
+type Statements = ReturnType<typeof prepareStatements>;
+type RowsOf<S extends () => { execute(values: never): Promise<unknown[]> }> = Awaited<
+  ReturnType<ReturnType<S>['execute']>
+>;
+
+/** A key's row as the store's reads return it: its columns and the statement's "now". */
+export type ReadRow = RowsOf<Statements['read']>[number];
+
+/** Binds a statement's values: the injected clock's "now" added, when the store has one. */
+type Bind = <T extends object>(values: T) => T & { now?: string };
+
+/** A claim's values, bound (see `claimValues`). */
+type NewKey = ReturnType<typeof claimValues> & { now?: string };
+/** A completion's values, bound (see `completionValues`). */
+type Completion = ReturnType<typeof completionValues> & { now?: string };
+
+/**
+ * How a store sends the statements every call makes: a read of a key, a new key's
+ * `INSERT`, a completion. A store on a database gathers each kind (`gatheredStatements`);
+ * a transaction's store sends each alone, between the transaction's own statements.
+ */
+export interface StoreSends {
+  /** Reads a key's row (undefined where it has none). */
+  read(scope: string, key: string): Promise<ReadRow | undefined>;
+  /** Inserts a new key: the statement's "now" where it was inserted, else undefined. */
+  insertNew(values: NewKey): Promise<number | undefined>;
+  /** Completes a key: a row where the incarnation `values` names held it, none where not. */
+  complete(values: Completion): Promise<unknown[]>;
+}
+
+/** Each statement alone, as a transaction's store sends them. */
+export function singleStatements(statements: Statements, bind: Bind): StoreSends {
+  return {
+    read: (scope, key) =>
+      statements
+        .read()
+        .execute(bind({ scope, key }))
+        .then((rows) => rows[0]),
+    insertNew: (values) => insertAlone(statements, values),
+    complete: (values) => statements.complete().execute(values),
+  };
+}
+
+const insertAlone = (statements: Statements, values: NewKey) =>
+  statements
+    .insertNew()
+    .execute(values)
+    .then(([row]) => (row ? Number(row.nowMs) : undefined));
+
+/** A text Postgres may not give back as sent (a lone surrogate becomes U+FFFD). */
+const MAY_CHANGE = /[\uD800-\uDFFF]/;
+
+/** One key's identity as text, for keys matched by name in a statement's reply. */
+const idOf = (scope: string, key: string) => `${scope.length}:${scope}\u0000${key}`;
+
+/**
+ * The statements every call makes, each kind gathered (`gathered`): reads, new keys'
+ * `INSERT`s and completions asked for during one turn of the event loop go out as one
+ * statement per kind, where there are several.
+ *
+ * Each call gets the answer a statement of its own would have given at that moment:
+ * - a read writes nothing and takes no lock: the rows are those the keys had;
+ * - the `INSERT` of several new keys inserts each that has no row (`ON CONFLICT DO
+ *   NOTHING`), as one statement each would, in key order: two such statements never wait
+ *   for each other in a cycle. A key asked for twice is inserted for the first call only;
+ *   the second finds it, as it would one statement later. A key whose text Postgres may not
+ *   give back as sent (a lone surrogate) goes alone, as keys are matched by name;
+ * - the completion of several keys fences each by its own incarnation, as `complete` does.
+ *
+ * Only calls that bind one "now" go together (the database's clock binds none; an injected
+ * clock binds its own). A statement of several that the server fails (a value it refuses, a
+ * deadlock) changed nothing: each call goes again alone, so the failure stays with the call
+ * it belongs to. One whose connection was lost may have committed: a read goes again alone,
+ * a write fails with that error, which its caller handles as for a statement of its own
+ * (`retryLostConnection` sends a completion again, fenced, and asks whether it had landed).
+ */
+export function gatheredStatements(statements: Statements, bind: Bind): StoreSends {
+  const read = gathered<{ scope: string; key: string; now?: string }, ReadRow | undefined>({
+    alone: (values) =>
+      statements
+        .read()
+        .execute(values)
+        .then((rows) => rows[0]),
+    async together(calls) {
+      const rows = await statements.readMany().execute({
+        scopes: calls.map((call) => call.scope),
+        keys: calls.map((call) => call.key),
+        now: calls[0]?.now,
+      });
+      const answers: (ReadRow | undefined)[] = new Array(calls.length);
+      for (const row of rows) answers[row.place - 1] = row;
+      return answers;
+    },
+    group: (values) => values.now,
+    againAlone: () => true,
+  });
+  const insert = gathered<NewKey, number | undefined>({
+    alone: (values) => insertAlone(statements, values),
+    async together(calls) {
+      const sorted = [...calls].sort(byKey);
+      const rows = await statements.insertMany().execute({
+        scopes: sorted.map((call) => call.scope),
+        keys: sorted.map((call) => call.key),
+        fingerprints: sorted.map((call) => call.fingerprint),
+        leasesMs: sorted.map((call) => call.leaseMs),
+        ttlsMs: sorted.map((call) => call.ttlMs),
+        now: calls[0]?.now,
+      });
+      const inserted = new Map<string, number>();
+      for (const row of rows) inserted.set(idOf(row.scope, row.key), Number(row.nowMs));
+      // The first call of a key inserted it; any other call of that key found it.
+      return calls.map((call) => {
+        const id = idOf(call.scope, call.key);
+        const nowMs = inserted.get(id);
+        inserted.delete(id);
+        return nowMs;
+      });
+    },
+    group: (values) => values.now,
+    mayGather: (values) =>
+      values.lockWait === undefined &&
+      !MAY_CHANGE.test(values.scope) &&
+      !MAY_CHANGE.test(values.key),
+    againAlone: answeredByServer,
+  });
+  const complete = gathered<Completion, unknown[]>({
+    alone: (values) => statements.complete().execute(values),
+    async together(calls) {
+      const sorted = [...calls].sort(byKey);
+      const rows = await statements.completeMany().execute({
+        scopes: sorted.map((call) => call.scope),
+        keys: sorted.map((call) => call.key),
+        versions: sorted.map((call) => call.version),
+        createdAts: sorted.map((call) => call.createdAt),
+        outcomes: sorted.map((call) => call.outcome),
+        ttlsMs: sorted.map((call) => call.ttlMs),
+        now: calls[0]?.now,
+      });
+      const answers = new Map<Completion, unknown[]>();
+      for (const row of rows) answers.set(sorted[row.place - 1] as Completion, [row]);
+      return calls.map((call) => answers.get(call) ?? []);
+    },
+    group: (values) => values.now,
+    againAlone: answeredByServer,
+  });
+  return {
+    read: (scope, key) => read(bind({ scope, key })),
+    insertNew: insert,
+    complete,
+  };
+}
+
+/** Orders calls by key (scope, then key), as every store sorts the rows it writes together. */
+const byKey = (a: { scope: string; key: string }, b: { scope: string; key: string }) =>
+  a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
