@@ -1,4 +1,4 @@
-import { isConnectionError } from './connectionError.js';
+import { causeChain } from './connectionError.js';
 
 /** The most calls one statement carries: a bound on its arrays and on its reply. */
 const MOST_CALLS = 256;
@@ -13,17 +13,28 @@ export interface Gathering<Values, Answer> {
   group(values: Values): string | undefined;
   /** Whether a call may go with others at all (else it goes alone, at once). */
   mayGather?(values: Values): boolean;
-  /**
-   * Whether the calls of a statement that failed with `error` go again, each alone: always for
-   * a read; for a write only when the server answered the failure (the statement then changed
-   * nothing), never for a connection lost under it, which may have committed: each call fails
-   * with that error and its caller decides (`retryLostConnection`).
-   */
-  againAlone(error: unknown): boolean;
 }
 
-/** A write's statement failed where the server could answer: it changed nothing. */
-export const answeredByServer = (error: unknown) => !isConnectionError(error);
+/**
+ * SQLSTATE classes of a failure that one call's values can cause, or that the server's
+ * handling of several rows at once can (data exceptions 22, integrity 23, program limits 54,
+ * a serialization failure or deadlock, 40): the server answered, so the statement changed
+ * nothing, and its calls go again, each alone, so that the failure stays with the call it
+ * belongs to. Any other failure (a connection lost under the statement, which may have
+ * committed; a timeout the driver raised while the statement ran on; an overloaded server)
+ * fails every call of the statement with it, as a statement of its own would have failed.
+ */
+const ONE_CALLS_FAILURE = new Set(['22', '23', '54', '40']);
+
+/** Whether the server refused a statement for what one of its calls holds (see above). */
+export function refusedForACall(error: unknown): boolean {
+  for (const { code } of causeChain(error)) {
+    if (typeof code === 'string' && code.length === 5 && ONE_CALLS_FAILURE.has(code.slice(0, 2))) {
+      return true;
+    }
+  }
+  return false;
+}
 
 /** A call waiting for the end of the turn, with how to answer it. */
 interface Waiting<Values, Answer> {
@@ -32,33 +43,60 @@ interface Waiting<Values, Answer> {
   reject(error: unknown): void;
 }
 
-/** The end of this turn of the event loop, once the I/O it found ready has been handled. */
-const atEndOfTurn: (run: () => void) => void =
-  typeof setImmediate === 'function' ? (run) => setImmediate(run) : (run) => setTimeout(run, 0);
+/**
+ * The end of this turn of the event loop, once the I/O it found ready has been handled: the
+ * runtime's own `setImmediate`, kept when this module loads, so that an app's tests that fake
+ * timers later do not hold the store's statements back.
+ */
+const atEndOfTurn: (run: () => void) => void = (() => {
+  const immediate = globalThis.setImmediate;
+  const timeout = globalThis.setTimeout;
+  return typeof immediate === 'function' ? (run) => immediate(run) : (run) => timeout(run, 0);
+})();
+
+/** `send(values)`, a synchronous throw (a statement that failed to build) as a rejection. */
+function settled<Values, Answer>(
+  send: (values: Values) => Promise<Answer>,
+  values: Values,
+): Promise<Answer> {
+  try {
+    return send(values);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
 
 /**
  * Calls gathered: those asked for during one turn of the event loop go out at its end
  * (`setImmediate`), a call alone as its own statement, several of one group as one
  * statement (at most 256). Under load a database then runs one statement for many calls, on
  * one connection, where it ran one per call on as many; a call asked for alone waits only for
- * the rest of the turn it was asked in.
+ * the rest of the turn it was asked in. A statement of several that fails: see
+ * `refusedForACall`.
+ *
+ * The statement runs in the async context of the call that opened its turn (a tracer that
+ * follows the driver's statements puts it in that call's trace), and a call's statement no
+ * longer starts while the rest of its turn's JavaScript runs.
  */
 export function gathered<Values, Answer>(
   gathering: Gathering<Values, Answer>,
 ): (values: Values) => Promise<Answer> {
   const sendAlone = ({ values, resolve, reject }: Waiting<Values, Answer>) => {
-    gathering.alone(values).then(resolve, reject);
+    settled(gathering.alone, values).then(resolve, reject);
   };
   const sendTogether = (calls: Waiting<Values, Answer>[]) => {
     if (calls.length === 1) return sendAlone(calls[0] as Waiting<Values, Answer>);
-    gathering.together(calls.map(({ values }) => values)).then(
+    settled(
+      gathering.together,
+      calls.map(({ values }) => values),
+    ).then(
       (answers) => {
         for (let index = 0; index < calls.length; index++) {
           (calls[index] as Waiting<Values, Answer>).resolve(answers[index] as Answer);
         }
       },
       (error: unknown) => {
-        if (gathering.againAlone(error)) for (const call of calls) sendAlone(call);
+        if (refusedForACall(error)) for (const call of calls) sendAlone(call);
         else for (const call of calls) call.reject(error);
       },
     );

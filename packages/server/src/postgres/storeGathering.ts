@@ -1,4 +1,4 @@
-import { answeredByServer, gathered } from './gathered.js';
+import { gathered } from './gathered.js';
 import type { prepareStatements } from './prepareStatements.js';
 import type { claimValues, completionValues } from './storeClaim.js';
 
@@ -54,6 +54,9 @@ const insertAlone = (statements: Statements, values: NewKey) =>
 /** A text Postgres may not give back as sent (a lone surrogate becomes U+FFFD). */
 const MAY_CHANGE = /[\uD800-\uDFFF]/;
 
+/** The longest outcome (its JSON, in characters) a completion sends with others. */
+const GATHERED_OUTCOME = 16_384;
+
 /** One key's identity as text, for keys matched by name in a statement's reply. */
 const idOf = (scope: string, key: string) => `${scope.length}:${scope}\u0000${key}`;
 
@@ -65,18 +68,21 @@ const idOf = (scope: string, key: string) => `${scope.length}:${scope}\u0000${ke
  * Each call gets the answer a statement of its own would have given at that moment:
  * - a read writes nothing and takes no lock: the rows are those the keys had;
  * - the `INSERT` of several new keys inserts each that has no row (`ON CONFLICT DO
- *   NOTHING`), as one statement each would, in key order: two such statements never wait
- *   for each other in a cycle. A key asked for twice is inserted for the first call only;
- *   the second finds it, as it would one statement later. A key whose text Postgres may not
- *   give back as sent (a lone surrogate) goes alone, as keys are matched by name;
- * - the completion of several keys fences each by its own incarnation, as `complete` does.
+ *   NOTHING`), as one statement each would; only the `INSERT` waits for another
+ *   transaction (one that inserted the same key and has not committed), and nothing waits
+ *   for it, so it is never part of a deadlock. A key asked for twice in one statement is
+ *   inserted for its first call; the other finds it, as one statement later would. A key
+ *   whose text Postgres may not give back as sent (a lone surrogate) goes alone, as keys are
+ *   matched by name;
+ * - the completion of several keys fences each by its own incarnation, as `complete` does;
+ *   an outcome longer than `GATHERED_OUTCOME` characters goes alone, which bounds the
+ *   statement's size.
  *
  * Only calls that bind one "now" go together (the database's clock binds none; an injected
- * clock binds its own). A statement of several that the server fails (a value it refuses, a
- * deadlock) changed nothing: each call goes again alone, so the failure stays with the call
- * it belongs to. One whose connection was lost may have committed: a read goes again alone,
- * a write fails with that error, which its caller handles as for a statement of its own
- * (`retryLostConnection` sends a completion again, fenced, and asks whether it had landed).
+ * clock binds its own). A statement of several that fails: see `refusedForACall` (a value
+ * the server refuses sends each call again alone; any other failure fails them all, as it
+ * would have failed each: a completion whose connection was lost is then sent again by
+ * `retryLostConnection`, fenced, which asks whether it had landed).
  */
 export function gatheredStatements(statements: Statements, bind: Bind): StoreSends {
   const read = gathered<{ scope: string; key: string; now?: string }, ReadRow | undefined>({
@@ -96,7 +102,6 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
       return answers;
     },
     group: (values) => values.now,
-    againAlone: () => true,
   });
   const insert = gathered<NewKey, number | undefined>({
     alone: (values) => insertAlone(statements, values),
@@ -125,10 +130,10 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
       values.lockWait === undefined &&
       !MAY_CHANGE.test(values.scope) &&
       !MAY_CHANGE.test(values.key),
-    againAlone: answeredByServer,
   });
   const complete = gathered<Completion, unknown[]>({
     alone: (values) => statements.complete().execute(values),
+    mayGather: (values) => values.outcome.length <= GATHERED_OUTCOME,
     async together(calls) {
       const sorted = [...calls].sort(byKey);
       const rows = await statements.completeMany().execute({
@@ -145,7 +150,6 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
       return calls.map((call) => answers.get(call) ?? []);
     },
     group: (values) => values.now,
-    againAlone: answeredByServer,
   });
   return {
     read: (scope, key) => read(bind({ scope, key })),
@@ -154,6 +158,6 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
   };
 }
 
-/** Orders calls by key (scope, then key), as every store sorts the rows it writes together. */
+/** Orders calls by key (scope, then key): the rows of one statement go in in that order. */
 const byKey = (a: { scope: string; key: string }, b: { scope: string; key: string }) =>
   a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
