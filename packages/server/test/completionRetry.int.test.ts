@@ -364,6 +364,54 @@ describe('a completion whose connection is killed after the handler wrote', () =
     }
   });
 
+  it('completions gathered into one statement whose reply was lost: each retry finds its own stored', async () => {
+    const proxy = await replyCuttingProxy(scratch.url);
+    const holder = openHolder(proxy.url, holders[0]);
+    try {
+      const store = drizzleStore(holder.db);
+      const calls = ['paid', 'shipped'].map((value) => ({
+        value,
+        request: {
+          scope: 'provider:test',
+          key: randomUUID(),
+          fingerprint: 'f',
+          leaseMs: 60_000,
+          ttlMs: 120_000,
+        },
+      }));
+      const claims = await Promise.all(calls.map(({ request }) => store.claim(request)));
+      await holdGate();
+      // Asked for in one turn: one statement completes both keys.
+      const completions = claims.map((claimed, index) => {
+        if (claimed.status !== 'claimed') throw new Error('the key was not claimed');
+        const { value } = calls[index] as (typeof calls)[number];
+        return store.complete(claimed.record, { kind: 'success', value }, 120_000);
+      });
+      for (const completion of completions) completion.catch(() => undefined);
+      const pid = await waiterAtGate('the gathered completion to wait at the gate');
+      const waiting = await oneRow<{ query: string }>(
+        observer,
+        sql`select query from pg_stat_activity where pid = ${pid}`,
+      );
+      expect(waiting.query).toContain('unnest(');
+      // Its reply is the next thing the server sends on that connection, once it committed.
+      proxy.cutAtNextReply();
+      await openGate();
+      await Promise.all(completions);
+      for (const { value, request } of calls) {
+        const stored = await oneRow<{ status: string; version: number; value: string }>(
+          observer,
+          sql`select status, version, outcome->>'value' as value from idem_keys where key = ${request.key}`,
+        );
+        expect(stored).toEqual({ status: 'completed', version: 1, value });
+      }
+      expect(escaped).toEqual([]);
+    } finally {
+      await holder.close();
+      await proxy.close();
+    }
+  });
+
   it('transaction mode: the write and the completion die together, and the redelivery runs once and stores its answer', async () => {
     const holder = openHolder(scratch.url, holders[1]);
     try {
