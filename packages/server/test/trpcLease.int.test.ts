@@ -191,7 +191,10 @@ for (const backend of backends) {
           { what: 'another attempt to take the key over', intervalMs: 25 },
         );
         expect(takeover.status).toBe(200);
-        expect(takeover.data).toEqual({ attempt: 2 });
+        // Attempt 2, unless a busy machine held that attempt past its own 300 ms lease: its
+        // write was then refused (409) and a later poll took the key over again.
+        const { attempt } = takeover.data as { attempt: number };
+        expect(attempt).toBeGreaterThanOrEqual(2);
 
         clock.resume();
         gates.open(tag);
@@ -199,9 +202,10 @@ for (const backend of backends) {
         expect(lost.status).toBe(409);
         expect(lost.error?.data.idempotency?.code).toBe('LEASE_LOST');
         expect(lost.headers.get('idempotency-status')).toBe('lease-lost');
-        expect(app().sideEffects.filter((effect) => effect.tag === tag)).toEqual(
-          useStep ? [{ tag, attempt: 2 }] : [],
-        );
+        // The zombie (attempt 1) wrote nothing; the attempt that kept the key ran its step.
+        const effects = app().sideEffects.filter((effect) => effect.tag === tag);
+        expect(effects.some((effect) => effect.attempt === 1)).toBe(false);
+        expect(effects.some((effect) => effect.attempt === attempt)).toBe(useStep);
         // The record keeps the outcome of the attempt that owned the key.
         const replay = await mutate(app().url, 'zombie', { tag, useStep }, keyed(key));
         expect(replay.text).toBe(takeover.text);
