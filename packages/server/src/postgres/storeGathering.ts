@@ -32,24 +32,38 @@ export interface StoreSends {
   complete(values: Completion): Promise<unknown[]>;
 }
 
-/** Each statement alone, as a transaction's store sends them. */
-export function singleStatements(statements: Statements, bind: Bind): StoreSends {
+/** Each kind's statement alone, with values already bound. */
+function aloneOn(statements: Statements) {
   return {
-    read: (scope, key) =>
+    read: (values: { scope: string; key: string; now?: string }) =>
       statements
         .read()
-        .execute(bind({ scope, key }))
-        .then((rows) => rows[0]),
-    insertNew: (values) => insertAlone(statements, values),
-    complete: (values) => statements.complete().execute(values),
+        .execute(values)
+        .then((rows): ReadRow | undefined => rows[0]),
+    insertNew: (values: NewKey) =>
+      statements
+        .insertNew()
+        .execute(values)
+        .then(([row]) => (row ? Number(row.nowMs) : undefined)),
+    complete: (values: Completion): Promise<unknown[]> => statements.complete().execute(values),
   };
 }
 
-const insertAlone = (statements: Statements, values: NewKey) =>
-  statements
-    .insertNew()
-    .execute(values)
-    .then(([row]) => (row ? Number(row.nowMs) : undefined));
+/** Each statement alone, as a transaction's store sends them. */
+export function singleStatements(statements: Statements, bind: Bind): StoreSends {
+  const alone = aloneOn(statements);
+  return { ...alone, read: (scope, key) => alone.read(bind({ scope, key })) };
+}
+
+/** One array per field named, of that field of every call, in order (a statement's values). */
+function arraysOf<T, Names extends string>(
+  calls: readonly T[],
+  fields: Record<Names, keyof T>,
+): Record<Names, unknown[]> {
+  const arrays = {} as Record<Names, unknown[]>;
+  for (const name in fields) arrays[name] = calls.map((call) => call[fields[name]]);
+  return arrays;
+}
 
 /** A text Postgres may not give back as sent (a lone surrogate becomes U+FFFD). */
 const MAY_CHANGE = /[\uD800-\uDFFF]/;
@@ -85,16 +99,12 @@ const idOf = (scope: string, key: string) => `${scope.length}:${scope}\u0000${ke
  * `retryLostConnection`, fenced, which asks whether it had landed).
  */
 export function gatheredStatements(statements: Statements, bind: Bind): StoreSends {
+  const alone = aloneOn(statements);
   const read = gathered<{ scope: string; key: string; now?: string }, ReadRow | undefined>({
-    alone: (values) =>
-      statements
-        .read()
-        .execute(values)
-        .then((rows) => rows[0]),
+    alone: alone.read,
     async together(calls) {
       const rows = await statements.readMany().execute({
-        scopes: calls.map((call) => call.scope),
-        keys: calls.map((call) => call.key),
+        ...arraysOf(calls, { scopes: 'scope', keys: 'key' }),
         now: calls[0]?.now,
       });
       const answers: (ReadRow | undefined)[] = new Array(calls.length);
@@ -104,15 +114,17 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
     group: (values) => values.now,
   });
   const insert = gathered<NewKey, number | undefined>({
-    alone: (values) => insertAlone(statements, values),
+    alone: alone.insertNew,
     async together(calls) {
       const sorted = [...calls].sort(byKey);
       const rows = await statements.insertMany().execute({
-        scopes: sorted.map((call) => call.scope),
-        keys: sorted.map((call) => call.key),
-        fingerprints: sorted.map((call) => call.fingerprint),
-        leasesMs: sorted.map((call) => call.leaseMs),
-        ttlsMs: sorted.map((call) => call.ttlMs),
+        ...arraysOf(sorted, {
+          scopes: 'scope',
+          keys: 'key',
+          fingerprints: 'fingerprint',
+          leasesMs: 'leaseMs',
+          ttlsMs: 'ttlMs',
+        }),
         now: calls[0]?.now,
       });
       const inserted = new Map<string, number>();
@@ -132,17 +144,19 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
       !MAY_CHANGE.test(values.key),
   });
   const complete = gathered<Completion, unknown[]>({
-    alone: (values) => statements.complete().execute(values),
+    alone: alone.complete,
     mayGather: (values) => values.outcome.length <= GATHERED_OUTCOME,
     async together(calls) {
       const sorted = [...calls].sort(byKey);
       const rows = await statements.completeMany().execute({
-        scopes: sorted.map((call) => call.scope),
-        keys: sorted.map((call) => call.key),
-        versions: sorted.map((call) => call.version),
-        createdAts: sorted.map((call) => call.createdAt),
-        outcomes: sorted.map((call) => call.outcome),
-        ttlsMs: sorted.map((call) => call.ttlMs),
+        ...arraysOf(sorted, {
+          scopes: 'scope',
+          keys: 'key',
+          versions: 'version',
+          createdAts: 'createdAt',
+          outcomes: 'outcome',
+          ttlsMs: 'ttlMs',
+        }),
         now: calls[0]?.now,
       });
       const answers = new Map<Completion, unknown[]>();
