@@ -241,14 +241,35 @@ async function openServer(driver: 'Postgres' | 'node-postgres'): Promise<OpenedD
     return {
       db,
       url: scratch.url,
+      // Dropped even when the pool cannot end (a failed test that left a client checked
+      // out makes a node-postgres Pool's end() wait for it): the drop ends what is left.
       close: async () => {
-        await end();
-        await scratch.drop();
+        try {
+          await endWithin(end, END_GRACE_MS);
+        } finally {
+          await scratch.drop();
+        }
       },
     };
   } catch (error) {
     await scratch.drop();
     throw error;
+  }
+}
+
+/** How long a test database's pool gets to end before its database is dropped anyway. */
+const END_GRACE_MS = 3_000;
+
+/** `end()`, given up after `ms` (its connections are then ended by the drop). */
+async function endWithin(end: () => Promise<void>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  try {
+    await Promise.race([end(), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
