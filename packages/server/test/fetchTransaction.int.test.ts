@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { isConfigurationError, type Serializer } from '@idem/core';
+import { type IdempotencyEvent, isConfigurationError, type Serializer } from '@idem/core';
 import { memoryStore } from '@idem/core/testing';
 import { type Logger, sql } from 'drizzle-orm';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -169,6 +169,42 @@ for (const backend of driverBackends) {
       expect(failed).toBe(500);
       expect(await ordersOf(tag)).toBe(0);
       expect(await recordOf(key)).toBeUndefined();
+    });
+
+    it('tells of a completion once it has committed: a COMMIT that fails emits no completed and stores nothing', async () => {
+      // A check Postgres makes only at COMMIT: a unique constraint deferred to the end of the
+      // transaction, which a handler that writes its tag twice breaks.
+      await database().db.execute(
+        sql`create table if not exists fetch_deferred (tag text, constraint fetch_deferred_once unique (tag) deferrable initially deferred)`,
+      );
+      const events: IdempotencyEvent[] = [];
+      const handle = idempotentHandler(
+        {
+          mode: 'transaction',
+          db: database().db,
+          scope: () => 'user:ann',
+          onEvent: (event) => {
+            events.push(event);
+          },
+        },
+        async (request, { tx }) => {
+          const { tag, twice } = (await request.json()) as { tag: string; twice: boolean };
+          await tx.execute(sql`insert into fetch_deferred (tag) values (${tag})`);
+          if (twice) await tx.execute(sql`insert into fetch_deferred (tag) values (${tag})`);
+          return Response.json({ tag }, { status: 201 });
+        },
+      );
+      const key = randomUUID();
+      const typesOf = () => events.filter((event) => event.key === key).map(({ type }) => type);
+      const failed = await handle(post(key, { tag: key, twice: true }));
+      expect(failed.status).toBe(500);
+      expect(typesOf()).toEqual(['claimed']);
+      expect(await recordOf(key)).toBeUndefined();
+      // Nothing committed, so the retry runs again; its COMMIT goes through and is told.
+      const retried = await handle(post(key, { tag: key, twice: false }));
+      expect(retried.status).toBe(201);
+      expect(typesOf()).toEqual(['claimed', 'claimed', 'completed']);
+      expect(await recordOf(key)).toBe('completed');
     });
 
     it(`${CONCURRENCY} concurrent duplicates: one execution and one order; the others wait on the key, then replay`, async () => {

@@ -46,17 +46,21 @@ export async function settle<T>(
     const { done, pipelined } = store.sendCompletion(record, outcome, ttlMs);
     if (pipelined) {
       done.catch(() => {});
-      return { result, completion: done };
+      return { result, completion: done, version: record.version };
     }
+    // Elsewhere it is answered before the COMMIT is sent; it is told once that committed.
     await done;
-    state.report('completed', record.version);
-    return { result };
+    return { result, completion: done, version: record.version };
   }
   // A transaction one of the handler's statements aborted can only roll back: nothing is
   // stored, and the caller gets the handler's own answer (a retry runs again).
   if (!(await storeAfterRollback(tx, record, outcome, ttlMs))) {
     throw new Rollback(result, { error: attempt.ok ? undefined : attempt.error });
   }
-  state.report('completed', record.version, attempt.ok ? undefined : attempt.error);
-  return { result };
+  return {
+    result,
+    completion: Promise.resolve(),
+    version: record.version,
+    error: attempt.ok ? undefined : attempt.error,
+  };
 }

@@ -45,7 +45,18 @@ export class Abandoned {}
  */
 export type Settled<T> =
   | { claim: UnclaimedClaim }
-  | { result: RunResult<T>; completion?: Promise<void> };
+  | {
+      result: RunResult<T>;
+      /**
+       * The answer's completion, settled once it is stored. The key's 'completed' event is
+       * told once the transaction has committed too: a COMMIT that fails (a deferred
+       * constraint, a lost connection) stored nothing.
+       */
+      completion: Promise<void>;
+      version: number;
+      /** The error a stored failure answers with, for the event. */
+      error?: unknown;
+    };
 
 /** The database a transaction-mode runner works on, with what it built on it once. */
 export interface Opened {

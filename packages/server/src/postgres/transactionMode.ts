@@ -192,13 +192,11 @@ async function runCall<T>(
   }
   if (settled === TIMED_OUT) return busy(state);
   if ('result' in settled) {
-    const { result, completion } = settled;
-    if (completion) {
-      // The driver has committed behind it: a completion that failed rolled that back.
-      await completion;
-      state.report('completed', 'version' in result ? result.version : undefined);
-    }
-    return result;
+    // The transaction has committed. Where the completion went out with the COMMIT, a
+    // completion that failed rolled that back, and fails here.
+    await settled.completion;
+    state.report('completed', settled.version, settled.error);
+    return settled.result;
   }
   // Only a lease-mode attempt leaves a committed in-progress row behind.
   return answered(state, settled.claim);
