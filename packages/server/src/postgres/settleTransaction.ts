@@ -48,19 +48,14 @@ export async function settle<T>(
       done.catch(() => {});
       return { result, completion: done, version: record.version };
     }
-    // Elsewhere it is answered before the COMMIT is sent; it is told once that committed.
+    // Elsewhere it is answered before the COMMIT is sent.
     await done;
-    return { result, completion: done, version: record.version };
+    return { result, version: record.version };
   }
   // A transaction one of the handler's statements aborted can only roll back: nothing is
   // stored, and the caller gets the handler's own answer (a retry runs again).
   if (!(await storeAfterRollback(tx, record, outcome, ttlMs))) {
     throw new Rollback(result, { error: attempt.ok ? undefined : attempt.error });
   }
-  return {
-    result,
-    completion: Promise.resolve(),
-    version: record.version,
-    error: attempt.ok ? undefined : attempt.error,
-  };
+  return { result, version: record.version, error: attempt.ok ? undefined : attempt.error };
 }

@@ -47,12 +47,13 @@ export type Settled<T> =
   | { claim: UnclaimedClaim }
   | {
       result: RunResult<T>;
+      /** A completion sent with the COMMIT, not yet answered: it settles once stored. */
+      completion?: Promise<void>;
       /**
-       * The answer's completion, settled once it is stored. The key's 'completed' event is
-       * told once the transaction has committed too: a COMMIT that fails (a deferred
-       * constraint, a lost connection) stored nothing.
+       * The stored version. Its 'completed' event is told once the transaction has
+       * committed: a COMMIT that fails (a deferred constraint, a lost connection) stored
+       * nothing.
        */
-      completion: Promise<void>;
       version: number;
       /** The error a stored failure answers with, for the event. */
       error?: unknown;

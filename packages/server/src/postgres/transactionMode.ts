@@ -194,7 +194,7 @@ async function runCall<T>(
   if ('result' in settled) {
     // The transaction has committed. Where the completion went out with the COMMIT, a
     // completion that failed rolled that back, and fails here.
-    await settled.completion;
+    if (settled.completion) await settled.completion;
     state.report('completed', settled.version, settled.error);
     return settled.result;
   }
