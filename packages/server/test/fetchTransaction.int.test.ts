@@ -4,6 +4,7 @@ import { memoryStore } from '@idem/core/testing';
 import { type Logger, sql } from 'drizzle-orm';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
+import { causeChain } from '../src/postgres/connectionError.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { Gates } from './fixtures/testApp.js';
 import {
@@ -171,7 +172,7 @@ for (const backend of driverBackends) {
       expect(await recordOf(key)).toBeUndefined();
     });
 
-    it('tells of a completion once it has committed: a COMMIT that fails emits no completed and stores nothing', async () => {
+    it("a COMMIT the server refuses (a deferred constraint) fails the call with the server's error, not the store's: no completed, nothing stored, the retry runs", async () => {
       // A check Postgres makes only at COMMIT: a unique constraint deferred to the end of the
       // transaction, which a handler that writes its tag twice breaks.
       await database().db.execute(
@@ -196,14 +197,19 @@ for (const backend of driverBackends) {
       );
       const key = randomUUID();
       const typesOf = () => events.filter((event) => event.key === key).map(({ type }) => type);
-      const failed = await handle(post(key, { tag: key, twice: true }));
-      expect(failed.status).toBe(500);
-      expect(typesOf()).toEqual(['claimed']);
+      // The handler's writes failed at COMMIT as a failed statement of its own would: its
+      // error goes on to the framework (a 500), as it would without idem, and the key is free.
+      const failed: unknown = await handle(post(key, { tag: key, twice: true })).catch(
+        (error: unknown) => error,
+      );
+      expect([...causeChain(failed)].map(({ code }) => code)).toContain('23505');
+      expect(typesOf()).toEqual(['claimed', 'released']);
+      expect(events.find(({ type }) => type === 'released')?.error).toBe(failed);
       expect(await recordOf(key)).toBeUndefined();
       // Nothing committed, so the retry runs again; its COMMIT goes through and is told.
       const retried = await handle(post(key, { tag: key, twice: false }));
       expect(retried.status).toBe(201);
-      expect(typesOf()).toEqual(['claimed', 'claimed', 'completed']);
+      expect(typesOf()).toEqual(['claimed', 'released', 'claimed', 'completed']);
       expect(await recordOf(key)).toBe('completed');
     });
 

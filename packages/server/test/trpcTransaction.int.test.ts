@@ -120,6 +120,24 @@ for (const backend of backends) {
       expect(app().executionsOf(tag)).toBe(2);
     });
 
+    it("when the server refuses the COMMIT (a deferred constraint): the procedure's failure, not the store's, nothing stored, the retry runs and commits", async () => {
+      const { key, tag, input, first } = await newOrder({ sku: 'book', outcome: 'clashAtCommit' });
+      // As the same procedure in a plain db.transaction would fail: its writes did not commit.
+      expect(first).toMatchObject({
+        status: 500,
+        error: { data: { code: 'INTERNAL_SERVER_ERROR' } },
+      });
+      expect(first.error?.message).toContain('order_tags_once');
+      expect(first.error?.data).not.toHaveProperty('idempotency');
+      expect(await ordersOf(tag)).toBe(0);
+      expect(await recordOf(key)).toBeUndefined();
+      const retried = await txOrder(input, key);
+      expect(retried.status).toBe(200);
+      expect(retried.data).toMatchObject({ execution: 2 });
+      expect(await ordersOf(tag)).toBe(1);
+      expect(await recordOf(key)).toEqual({ status: 'completed', kind: 'success' });
+    });
+
     it('makes a concurrent duplicate wait on the row lock, then replay', async () => {
       const key = randomUUID();
       const tag = randomUUID();

@@ -74,7 +74,7 @@ function someCode(error: unknown, test: (code: string) => boolean): boolean {
  */
 export function* causeChain(
   error: unknown,
-): Generator<{ code?: unknown; message?: unknown; cause?: unknown }> {
+): Generator<{ code?: unknown; message?: unknown; severity?: unknown; cause?: unknown }> {
   let current = error;
   for (let depth = 0; depth < MAX_CAUSE_DEPTH; depth++) {
     if (typeof current !== 'object' || current === null) return;
@@ -86,7 +86,7 @@ export function* causeChain(
 /** Whether `error` or an error in its chain of causes is one that `test` accepts. */
 function someError(
   error: unknown,
-  test: (error: { code?: unknown; message?: unknown }) => boolean,
+  test: (error: { code?: unknown; message?: unknown; severity?: unknown }) => boolean,
 ): boolean {
   for (const link of causeChain(error)) if (test(link)) return true;
   return false;
@@ -96,6 +96,21 @@ function someError(
 export function hasCode(error: unknown, code: string): boolean {
   return someCode(error, (found) => found === code);
 }
+
+/**
+ * Whether `error` or one of its causes is an error the server answered with: a SQLSTATE
+ * (five digits or upper-case letters) with the severity the server gave it, as every
+ * driver passes it on, not one of the driver's or the socket's own errors.
+ */
+export function fromServer(error: unknown): boolean {
+  return someError(
+    error,
+    ({ code, severity }) =>
+      typeof code === 'string' && SQLSTATE.test(code) && typeof severity === 'string',
+  );
+}
+
+const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**
  * Whether `error`, or an error in its chain of causes (Drizzle wraps a driver's error in a

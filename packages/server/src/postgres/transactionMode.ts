@@ -8,7 +8,7 @@ import {
 } from '@idem/core';
 import type { ClaimResult } from '@idem/core/store';
 import { admit, TIMED_OUT } from './admission.js';
-import { hasCode } from './connectionError.js';
+import { fromServer, hasCode, isConnectionError } from './connectionError.js';
 import { endedWithItsConnection, heldTransaction, parked, watchEnd } from './driverEnd.js';
 import { drizzleStore } from './drizzleStore.js';
 import { checkTransactionsOn } from './nodePostgresClient.js';
@@ -171,10 +171,14 @@ async function runCall<T>(
     );
   }
   let settled: Settled<T> | typeof TIMED_OUT;
+  // What the handler came to, once it ran and its outcome is in the transaction: from then
+  // on, only the COMMIT can fail the transaction.
+  let ran: Settled<T> | undefined;
   try {
     const work = database.db.transaction(async (tx) => {
       try {
-        return await claimAndRun(state, tx, handler);
+        ran = await claimAndRun(state, tx, handler);
+        return ran;
       } catch (error) {
         const cause = error instanceof Rollback ? error.released?.error : error;
         if (driver.ended || (await endedWithItsConnection(cause, driver.done))) {
@@ -186,7 +190,10 @@ async function runCall<T>(
     watchEnd(driver, work);
     settled = await admission.race(work);
   } catch (error) {
-    if (!(error instanceof Rollback)) throw error;
+    if (!(error instanceof Rollback)) {
+      if (ran && 'result' in ran && rolledBackAtCommit(error)) return failedCommit(state, error);
+      throw error;
+    }
     if (error.released) state.report('released', undefined, error.released.error);
     return error.result as RunResult<T>;
   }
@@ -200,6 +207,27 @@ async function runCall<T>(
   }
   // Only a lease-mode attempt leaves a committed in-progress row behind.
   return answered(state, settled.claim);
+}
+
+/**
+ * Whether a COMMIT that failed was answered by the server with an error (a constraint the
+ * app deferred to the end of the transaction, a serialization failure): Postgres has then
+ * rolled the whole transaction back. A COMMIT that lost its connection has no answer: it
+ * may have committed, so that one is the store's failure, and a retry finds out which.
+ */
+function rolledBackAtCommit(error: unknown): boolean {
+  return fromServer(error) && !isConnectionError(error);
+}
+
+/**
+ * A transaction that rolled back at its COMMIT: the handler's writes failed as surely as a
+ * statement of its own that failed, and nothing was stored, so the key is free (released)
+ * and the caller gets the COMMIT's error as the handler's, whatever the error policy says
+ * (there is no transaction left to store an answer in). A retry runs again.
+ */
+function failedCommit(state: CallState, error: unknown): RunResult<never> {
+  state.report('released', undefined, error);
+  return { ok: false, replayed: false, error };
 }
 
 async function claimAndRun<T>(
