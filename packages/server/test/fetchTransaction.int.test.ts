@@ -213,6 +213,52 @@ for (const backend of driverBackends) {
       expect(await recordOf(key)).toBe('completed');
     });
 
+    it('hands over tx as db.transaction does: a nested tx.transaction() rolls back alone, tx.rollback() and a caught failed statement commit nothing', async () => {
+      const handle = idempotentHandler(
+        { mode: 'transaction', db: database().db, scope: () => 'user:ann' },
+        async (request, { tx }) => {
+          const { tag, how } = (await request.json()) as { tag: string; how: string };
+          await tx.execute(sql`insert into fetch_orders (tag) values (${tag})`);
+          if (how === 'savepoint') {
+            await tx
+              .transaction(async (inner) => {
+                await inner.execute(sql`insert into fetch_orders (tag) values (${tag})`);
+                throw new Error('the inner part fails');
+              })
+              .catch(() => undefined);
+            await tx.transaction(async (inner) => {
+              await inner.execute(sql`insert into fetch_orders (tag) values (${tag})`);
+            });
+          }
+          if (how === 'rollback') tx.rollback();
+          if (how === 'caught') {
+            await tx.execute(sql`select 1 / 0`).catch(() => undefined);
+          }
+          return Response.json({ tag }, { status: 201 });
+        },
+      );
+      const send = (how: string) => {
+        const key = randomUUID();
+        return { key, answered: handle(post(key, { tag: key, how })) };
+      };
+      // The outer write and the second savepoint's commit; the first savepoint's rolled back.
+      const savepoint = send('savepoint');
+      expect((await savepoint.answered).status).toBe(201);
+      expect(await ordersOf(savepoint.key)).toBe(2);
+      expect(await recordOf(savepoint.key)).toBe('completed');
+      for (const how of ['rollback', 'caught']) {
+        const { key, answered } = send(how);
+        // The handler's answer did not commit: it fails, and the key stays free.
+        const failed: unknown = await answered.then(
+          (response) => response.status,
+          (error: unknown) => error,
+        );
+        expect(failed).not.toBe(201);
+        expect(await ordersOf(key)).toBe(0);
+        expect(await recordOf(key)).toBeUndefined();
+      }
+    });
+
     it(`${CONCURRENCY} concurrent duplicates: one execution and one order; the others wait on the key, then replay`, async () => {
       // A generous wait: on a loaded machine the duplicates must outlast the holder.
       const handle = handlerOn(database().db, { inProgress: { waitMs: 60_000 } });

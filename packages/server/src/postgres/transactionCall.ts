@@ -9,6 +9,7 @@ import { answerClaim, type IdempotencyStore, type UnclaimedClaim } from '@idem/c
 import type { Admission } from './admission.js';
 import type { DriverHold } from './driverEnd.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import type { OpenTransaction } from './pipelinedTransaction.js';
 import type { TransactionStore } from './transactionStores.js';
 
 /** One keyed call: who asks, its key, and the fingerprint binding the key to the request. */
@@ -62,6 +63,8 @@ export type Settled<T> =
 /** The database a transaction-mode runner works on, with what it built on it once. */
 export interface Opened {
   db: PgDatabaseLike;
+  /** Opens a call's transaction (see `transactionOpener`). */
+  begin: OpenTransaction;
   reader: IdempotencyStore;
   storeIn: (tx: PgDatabaseLike) => TransactionStore;
 }

@@ -13,6 +13,7 @@ import { endedWithItsConnection, heldTransaction, parked, watchEnd } from './dri
 import { drizzleStore } from './drizzleStore.js';
 import { checkTransactionsOn } from './nodePostgresClient.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import { transactionOpener } from './pipelinedTransaction.js';
 import { settle } from './settleTransaction.js';
 import {
   Abandoned,
@@ -79,7 +80,7 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * Statements, in order:
  * 1. the key's record, read outside any transaction: a completed key (a replay or a
  *    mismatch) is answered from this one read, and nothing else runs
- * 2. `BEGIN`
+ * 2. `BEGIN` (on postgres-js, in one write with the claim: see `transactionOpener`)
  * 3. the claim, one statement: it takes the key's transaction-scoped advisory lock (a
  *    duplicate waits here, bounded by `lock_timeout`, set and put back within the statement),
  *    then inserts the key (a key that exists after all, a takeover or a duplicate that
@@ -87,6 +88,7 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * 4. the handler's own statements (only when claimed)
  * 5. the fenced completion `UPDATE`
  * 6. `COMMIT`, which frees the lock: a waiting duplicate then finds the completed key
+ *    (on postgres-js, sent right behind the completion, without waiting for its answer)
  *
  * So inside the transaction the key costs two statements of its own, the claim and the
  * completion. A released answer rolls everything back, and the key is free again. A stored
@@ -106,7 +108,12 @@ export function transactionMode(config: TransactionModeConfig) {
     opened ??= config.db().then(
       (db) => {
         checkTransactionsOn(db, 'Transaction mode');
-        return { db, reader: drizzleStore(db), storeIn: transactionStores(db, lockWaitMs) };
+        return {
+          db,
+          begin: transactionOpener(db),
+          reader: drizzleStore(db),
+          storeIn: transactionStores(db, lockWaitMs),
+        };
       },
       (error: unknown) => {
         opened = undefined;
@@ -175,7 +182,7 @@ async function runCall<T>(
   // on, only the COMMIT can fail the transaction.
   let ran: Settled<T> | undefined;
   try {
-    const work = database.db.transaction(async (tx) => {
+    const work = database.begin(async (tx) => {
       try {
         ran = await claimAndRun(state, tx, handler);
         return ran;
@@ -191,7 +198,12 @@ async function runCall<T>(
     settled = await admission.race(work);
   } catch (error) {
     if (!(error instanceof Rollback)) {
-      if (ran && 'result' in ran && rolledBackAtCommit(error)) return failedCommit(state, error);
+      if (ran && 'result' in ran && rolledBackAtCommit(error)) {
+        // A completion sent with the COMMIT that failed (it found no row) aborted the
+        // transaction: its failure is the answer.
+        if (ran.completion) await ran.completion;
+        return failedCommit(state, error);
+      }
       throw error;
     }
     if (error.released) state.report('released', undefined, error.released.error);
