@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Socket } from 'node:net';
 import { type IdempotencyEvent, isConfigurationError, type Serializer } from '@idem/core';
 import { memoryStore } from '@idem/core/testing';
 import { type Logger, sql } from 'drizzle-orm';
@@ -8,10 +9,12 @@ import { causeChain } from '../src/postgres/connectionError.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { Gates } from './fixtures/testApp.js';
 import {
+  connect,
   countOf,
   driverBackends,
   loggedDatabase,
   loggedTransaction,
+  postgresUrl,
   rows,
   statementText,
   untilLockWaiters,
@@ -19,6 +22,22 @@ import {
 } from './harness.js';
 
 const CONCURRENCY = 50;
+
+/** How many writes this process makes to its sockets while `run` runs. */
+async function socketWritesDuring(run: () => Promise<void>): Promise<number> {
+  const write = Socket.prototype.write;
+  let writes = 0;
+  Socket.prototype.write = function counted(this: Socket, ...args: never[]) {
+    writes++;
+    return write.apply(this, args);
+  } as typeof write;
+  try {
+    await run();
+  } finally {
+    Socket.prototype.write = write;
+  }
+  return writes;
+}
 
 const post = (key: string, body: unknown) =>
   new Request('http://shop.test/orders', {
@@ -372,6 +391,39 @@ describe('idempotentHandler transaction-mode options', () => {
       }
       expect(isConfigurationError(caught)).toBe(true);
       expect(String((caught as Error).message)).toMatch(/mode/);
+    }
+  });
+});
+
+describe('idempotentHandler in transaction mode on postgres-js: round trips', () => {
+  const database = useDatabase('Postgres');
+
+  it('a new key costs idem three writes to Postgres: the read, BEGIN with the claim, the completion with COMMIT', async () => {
+    // One connection, so that every call finds idem's statements prepared on it after the
+    // first (which costs a describe round trip for each).
+    const db = connect(postgresUrl(database().url), 1);
+    try {
+      await db.execute(
+        sql`create table if not exists fetch_trips (id serial primary key, tag text not null)`,
+      );
+      const handle = idempotentHandler(
+        { mode: 'transaction', db, scope: () => 'user:ann' },
+        async (request, { tx }) => {
+          const { tag } = (await request.json()) as { tag: string };
+          await tx.execute(sql`insert into fetch_trips (tag) values (${tag})`);
+          return Response.json({ tag }, { status: 201 });
+        },
+      );
+      await handle(post(randomUUID(), { tag: randomUUID() }));
+      const writes = await socketWritesDuring(async () => {
+        const answered = await handle(post(randomUUID(), { tag: randomUUID() }));
+        expect(answered.status).toBe(201);
+      });
+      // Plus the handler's own INSERT: two, as postgres-js describes a statement with
+      // parameters before it runs it, unless the app prepares it.
+      expect(writes).toBe(3 + 2);
+    } finally {
+      await db.$client.end({ timeout: 5 });
     }
   });
 });
