@@ -27,9 +27,9 @@ const CONCURRENCY = 50;
 async function socketWritesDuring(run: () => Promise<void>): Promise<number> {
   const write = Socket.prototype.write;
   let writes = 0;
-  Socket.prototype.write = function counted(this: Socket, ...args: never[]) {
+  Socket.prototype.write = function counted(this: Socket, ...args: unknown[]) {
     writes++;
-    return write.apply(this, args);
+    return (write as (...written: unknown[]) => boolean).apply(this, args);
   } as typeof write;
   try {
     await run();

@@ -83,7 +83,7 @@ async function reservedTransaction<T>(
 ): Promise<T> {
   const reserved = await pool.reserve();
   let connection: PooledConnection | undefined;
-  let closed = false;
+  const lost: Lost = { closed: false, error: undefined };
   let rejectClosed: (error: unknown) => void = () => {};
   const closedUnder = new Promise<never>((_, reject) => {
     rejectClosed = reject;
@@ -93,7 +93,8 @@ async function reservedTransaction<T>(
     onexecute(handed: PooledConnection) {
       connection = handed;
       handed.onclose = (error) => {
-        closed = true;
+        lost.closed = true;
+        lost.error = error;
         rejectClosed(error);
       };
       // Tells the pool the connection takes more statements now (pipelining).
@@ -102,13 +103,36 @@ async function reservedTransaction<T>(
   });
   begun.catch(() => {});
   try {
-    return await Promise.race([scope(reserved, session, begun, work), closedUnder]);
+    return await Promise.race([scope(guarded(reserved, lost), session, begun, work), closedUnder]);
   } finally {
-    if (!closed) {
+    if (!lost.closed) {
       if (connection) connection.onclose = null;
       reserved.release();
     }
   }
+}
+
+/** Whether the reserved connection has closed, and with what. */
+interface Lost {
+  closed: boolean;
+  error: unknown;
+}
+
+/**
+ * `reserved`, refusing every statement once its connection has closed: postgres-js, given
+ * a statement for a connection whose socket has gone, throws from a timer (an
+ * uncaughtException) instead of rejecting it. The refusal is the connection's own error.
+ */
+function guarded(reserved: ReservedSql, lost: Lost): ReservedSql {
+  return {
+    unsafe(query, params, options) {
+      if (!lost.closed) return reserved.unsafe(query, params, options);
+      const refused = Promise.reject(lost.error);
+      refused.catch(() => {});
+      return Object.assign(refused, { values: () => refused });
+    },
+    release: () => reserved.release(),
+  };
 }
 
 async function scope<T>(
