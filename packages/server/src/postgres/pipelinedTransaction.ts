@@ -35,16 +35,20 @@ interface PostgresJsSessionLike {
 export type OpenTransaction = <T>(work: (tx: PgDatabaseLike) => Promise<T>) => Promise<T>;
 
 /**
- * A transaction whose `COMMIT` Postgres answered with `ROLLBACK`: a statement failed in it
- * (and the app caught that failure), so nothing was committed.
+ * A transaction whose `COMMIT` Postgres answered with `ROLLBACK`: a statement had failed in
+ * it without ending it (the app caught that failure, or never awaited the statement), so
+ * nothing was committed. It carries the code and severity of Postgres's own answer to a
+ * statement in such a transaction (`25P02`, `in_failed_sql_transaction`): the server's
+ * answer, as a refused `COMMIT` is.
  */
 export class TransactionAbortedError extends Error {
   readonly code = '25P02';
   readonly severity = 'ERROR';
   constructor() {
     super(
-      'The transaction was rolled back at COMMIT: a statement in it had failed (its error was ' +
-        'caught), so none of its writes were committed.',
+      'The transaction was rolled back at COMMIT: a statement in it had failed without ' +
+        'ending it (its error was caught, or the statement was not awaited), so none of its ' +
+        'writes were committed.',
     );
     this.name = 'TransactionAbortedError';
   }

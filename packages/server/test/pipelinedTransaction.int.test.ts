@@ -1,0 +1,86 @@
+import { sql } from 'drizzle-orm';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { isConnectionError } from '../src/postgres/connectionError.js';
+import {
+  TransactionAbortedError,
+  transactionOpener,
+} from '../src/postgres/pipelinedTransaction.js';
+import { deferred } from './fixtures/deferred.js';
+import { connect, countOf, oneRow, postgresUrl, useDatabase } from './harness.js';
+
+/**
+ * Transaction mode's own transactions on postgres-js (`BEGIN` sent with the first statement,
+ * on a reserved connection): what `db.transaction` promises, at the edges the handler meets.
+ */
+describe('transactionOpener on postgres-js', () => {
+  const database = useDatabase('Postgres');
+  const notes = (tag: string) =>
+    countOf(database().db, sql`select count(*)::int as n from opener_notes where tag = ${tag}`);
+
+  beforeAll(async () => {
+    await database().db.execute(sql`create table if not exists opener_notes (tag text not null)`);
+  });
+
+  it('commits the work, and rolls it back when the work throws', async () => {
+    const open = transactionOpener(database().db);
+    expect(
+      await open(async (tx) => {
+        await tx.execute(sql`insert into opener_notes (tag) values ('kept')`);
+        return 'done';
+      }),
+    ).toBe('done');
+    await expect(
+      open(async (tx) => {
+        await tx.execute(sql`insert into opener_notes (tag) values ('dropped')`);
+        throw new Error('the work fails');
+      }),
+    ).rejects.toThrow('the work fails');
+    expect([await notes('kept'), await notes('dropped')]).toEqual([1, 0]);
+  });
+
+  it('a COMMIT that Postgres answers ROLLBACK (a failed statement was caught) rejects and commits nothing', async () => {
+    const open = transactionOpener(database().db);
+    const committed = open(async (tx) => {
+      await tx.execute(sql`insert into opener_notes (tag) values ('aborted')`);
+      await tx.execute(sql`select 1 / 0`).catch(() => undefined);
+      return 'looks done';
+    });
+    await expect(committed).rejects.toBeInstanceOf(TransactionAbortedError);
+    expect(await notes('aborted')).toBe(0);
+  });
+
+  it('a connection killed while the work waits on something else: rejects at once with the connection error, refuses the statements after it, and the pool goes on', async () => {
+    // One connection: the pool must get it back in working order, not a dead one.
+    const db = connect(postgresUrl(database().url), 1);
+    try {
+      const open = transactionOpener(db);
+      const resume = deferred();
+      const backend = deferred<number>();
+      let sentAfter: unknown;
+      const transaction = open(async (tx) => {
+        const { pid } = await oneRow<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`);
+        backend.resolve(pid);
+        await resume.promise;
+        sentAfter = await tx.execute(sql`select 1`).then(
+          () => 'sent',
+          (error: unknown) => error,
+        );
+      });
+      const rejected = transaction.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      await database().db.execute(sql`select pg_terminate_backend(${await backend.promise})`);
+      expect(isConnectionError(await rejected)).toBe(true);
+      resume.resolve();
+      await expect.poll(() => sentAfter).toBeDefined();
+      expect(isConnectionError(sentAfter)).toBe(true);
+      // The pool's one connection reconnects for the next transaction.
+      expect(await open(async (tx) => oneRow<{ one: number }>(tx, sql`select 1 as one`))).toEqual({
+        one: 1,
+      });
+    } finally {
+      await db.$client.end({ timeout: 5 });
+    }
+  });
+});
