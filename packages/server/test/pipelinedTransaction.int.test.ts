@@ -1,10 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isConnectionError } from '../src/postgres/connectionError.js';
-import {
-  TransactionAbortedError,
-  transactionOpener,
-} from '../src/postgres/pipelinedTransaction.js';
+import { transactionOpener } from '../src/postgres/pipelinedTransaction.js';
+import { TransactionAbortedError } from '../src/postgres/TransactionAbortedError.js';
 import { deferred } from './fixtures/deferred.js';
 import { connect, countOf, oneRow, postgresUrl, useDatabase } from './harness.js';
 

@@ -1,6 +1,7 @@
 import { PostgresJsSession, PostgresJsTransaction } from 'drizzle-orm/postgres-js/session';
 import { postgresJsClientOf } from './directQuery.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
+import { TransactionAbortedError } from './TransactionAbortedError.js';
 
 /** A query of postgres-js, as sent here: a promise of its rows, with its command's tag. */
 type Rows = Promise<unknown[] & { command?: string }>;
@@ -33,26 +34,6 @@ interface PostgresJsSessionLike {
 
 /** `db.transaction(work)`, as transaction mode opens each call's transaction. */
 export type OpenTransaction = <T>(work: (tx: PgDatabaseLike) => Promise<T>) => Promise<T>;
-
-/**
- * A transaction whose `COMMIT` Postgres answered with `ROLLBACK`: a statement had failed in
- * it without ending it (the app caught that failure, or never awaited the statement), so
- * nothing was committed. It carries the code and severity of Postgres's own answer to a
- * statement in such a transaction (`25P02`, `in_failed_sql_transaction`): the server's
- * answer, as a refused `COMMIT` is.
- */
-export class TransactionAbortedError extends Error {
-  readonly code = '25P02';
-  readonly severity = 'ERROR';
-  constructor() {
-    super(
-      'The transaction was rolled back at COMMIT: a statement in it had failed without ' +
-        'ending it (its error was caught, or the statement was not awaited), so none of its ' +
-        'writes were committed.',
-    );
-    this.name = 'TransactionAbortedError';
-  }
-}
 
 /**
  * `db.transaction(work)` for transaction mode: on Drizzle's postgres-js driver with no

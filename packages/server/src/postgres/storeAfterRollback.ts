@@ -6,9 +6,9 @@ import { keyLockArgs } from './keyLock.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlLater, sqlNow } from './sqlTime.js';
+import { IN_FAILED_SQL_TRANSACTION } from './TransactionAbortedError.js';
 
 /** Postgres `in_failed_sql_transaction`: a statement of this transaction failed before. */
-const IN_FAILED_SQL_TRANSACTION = '25P02';
 
 /**
  * Rolls back the procedure's writes and stores `outcome` for the key `record` holds,

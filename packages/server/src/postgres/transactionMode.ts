@@ -15,6 +15,7 @@ import { checkTransactionsOn } from './nodePostgresClient.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 import { transactionOpener } from './pipelinedTransaction.js';
 import { settle } from './settleTransaction.js';
+import { TransactionAbortedError } from './TransactionAbortedError.js';
 import {
   Abandoned,
   answered,
@@ -199,11 +200,17 @@ async function runCall<T>(
   } catch (error) {
     if (!(error instanceof Rollback)) {
       if (ran && 'result' in ran && rolledBackAtCommit(error)) {
-        // A completion sent with the COMMIT that failed (it found no row) aborted the
-        // transaction: its failure is the answer.
-        if (ran.completion) await ran.completion;
-        return failedCommit(state, error);
+        // A completion sent with the COMMIT that failed aborted the transaction: its
+        // failure is the answer (one that found no row: the lease was lost).
+        const failure = await ran.completion?.then(
+          () => error,
+          (completionError: unknown) => completionError,
+        );
+        if (failure !== undefined && failure !== error && !aborted(failure)) throw failure;
+        return failedCommit(state, failure ?? error);
       }
+      // A statement of the handler had aborted the transaction: the completion was refused.
+      if (aborted(error)) return failedCommit(state, error);
       throw error;
     }
     if (error.released) state.report('released', undefined, error.released.error);
@@ -231,11 +238,15 @@ function rolledBackAtCommit(error: unknown): boolean {
   return fromServer(error) && !isConnectionError(error);
 }
 
+const aborted = (error: unknown) => error instanceof TransactionAbortedError;
+
 /**
- * A transaction that rolled back at its COMMIT: the handler's writes failed as surely as a
- * statement of its own that failed, and nothing was stored, so the key is free (released)
- * and the caller gets the COMMIT's error as the handler's, whatever the error policy says
- * (there is no transaction left to store an answer in). A retry runs again.
+ * A transaction that rolled back at its COMMIT, or that a statement of the handler had
+ * aborted (the handler caught the failure and answered as if not): the handler's writes
+ * failed as surely as a statement of its own that failed, and nothing was stored, so the
+ * key is free (released) and the caller gets that error as the handler's, whatever the
+ * error policy says (there is no transaction left to store an answer in). A retry runs
+ * again.
  */
 function failedCommit(state: CallState, error: unknown): RunResult<never> {
   state.report('released', undefined, error);

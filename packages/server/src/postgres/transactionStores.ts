@@ -8,6 +8,7 @@ import {
   type StoredOutcome,
 } from '@idem/core/store';
 import { sql } from 'drizzle-orm';
+import { hasCode } from './connectionError.js';
 import { createDrizzleStore, lockTimeoutOf, throwIfFencedOut } from './drizzleStore.js';
 import { once } from './once.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
@@ -16,6 +17,7 @@ import { noRowRaised, renderedStatement } from './renderedStatement.js';
 import { idempotencyKeys as keys } from './schema.js';
 import { sqlEpochMs } from './sqlTime.js';
 import { claimValues, completionValues } from './storeClaim.js';
+import { IN_FAILED_SQL_TRANSACTION, TransactionAbortedError } from './TransactionAbortedError.js';
 
 /** A store on one transaction, which can also send its completion without waiting for it. */
 export interface TransactionStore extends IdempotencyStore {
@@ -107,11 +109,16 @@ export function transactionStores(
   };
 }
 
-/** A completion's answer: a `LeaseLostError` where it found no row (see `rowRequired`). */
+/**
+ * A completion's answer: a `LeaseLostError` where it found no row (see `rowRequired`), a
+ * `TransactionAbortedError` where a statement of the handler had aborted the transaction.
+ */
 function fenced(token: LeaseToken, updated: Promise<unknown[]>): Promise<void> {
   return updated.then(
     (rows) => throwIfFencedOut(rows, token),
     (error: unknown) => {
+      if (hasCode(error, IN_FAILED_SQL_TRANSACTION))
+        throw new TransactionAbortedError({ cause: error });
       if (!noRowRaised(error)) throw error;
       throw new LeaseLostError(token.scope, token.key, token.version, { cause: error });
     },
