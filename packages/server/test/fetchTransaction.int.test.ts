@@ -150,6 +150,33 @@ for (const backend of driverBackends) {
       }
     });
 
+    it("a refused COMMIT of a 4xx stored after the rollback is the store's failure: 500 STORE_FAILED, nothing stored, the retry runs", async () => {
+      // A check at COMMIT on idem's own row (a trigger deferred to the end of the
+      // transaction), for these keys only: the COMMIT then holds idem's write alone.
+      const { db } = database();
+      await db.execute(sql`create or replace function fetch_refuse_commit() returns trigger
+        language plpgsql as $$ begin raise exception 'refused at commit'; end $$`);
+      await db.execute(sql`create constraint trigger fetch_refuse_commit after insert or update
+        on idem_keys deferrable initially deferred for each row
+        when (new.key like 'refuse-commit-%' and new.status = 'completed')
+        execute function fetch_refuse_commit()`);
+      const handle = handlerOn(db);
+      const key = `refuse-commit-${randomUUID()}`;
+      const tag = randomUUID();
+      try {
+        const first = await handle(post(key, { tag, answer: 'refused' }));
+        expect(first.status).toBe(500);
+        expect(await first.json()).toMatchObject({ code: 'STORE_FAILED' });
+        expect(await ordersOf(tag)).toBe(0);
+        expect(await recordOf(key)).toBeUndefined();
+      } finally {
+        await db.execute(sql`drop trigger fetch_refuse_commit on idem_keys`);
+      }
+      const retried = await handle(post(key, { tag, answer: 'refused' }));
+      expect(retried.status).toBe(409);
+      expect(await recordOf(key)).toBe('completed');
+    });
+
     it('a released answer (a 5xx, a transient throw) leaves nothing: no writes, no key; the retry runs', async () => {
       const handle = handlerOn(database().db);
       const key = randomUUID();
@@ -246,6 +273,18 @@ for (const backend of driverBackends) {
                 throw new Error('the inner part fails');
               })
               .catch(() => undefined);
+            // A failure caught inside a savepoint still fails it, and rolls it back alone.
+            const caughtInside = await tx
+              .transaction(async (inner) => {
+                await inner.execute(sql`insert into fetch_orders (tag) values (${tag})`);
+                await inner.execute(sql`select 1 / 0`).catch(() => undefined);
+              })
+              .then(
+                () => 'resolved',
+                () => 'rejected',
+              );
+            if (caughtInside !== 'rejected')
+              return Response.json({ caughtInside }, { status: 500 });
             await tx.transaction(async (inner) => {
               await inner.execute(sql`insert into fetch_orders (tag) values (${tag})`);
             });

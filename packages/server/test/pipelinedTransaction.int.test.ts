@@ -1,4 +1,6 @@
 import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isConnectionError } from '../src/postgres/connectionError.js';
 import { transactionOpener } from '../src/postgres/pipelinedTransaction.js';
@@ -45,6 +47,54 @@ describe('transactionOpener on postgres-js', () => {
     });
     await expect(committed).rejects.toBeInstanceOf(TransactionAbortedError);
     expect(await notes('aborted')).toBe(0);
+  });
+
+  it('sql.end() called while a transaction is open ends once that transaction has', async () => {
+    const db = connect(postgresUrl(database().url), 2);
+    const open = transactionOpener(db);
+    const inside = deferred();
+    const resume = deferred();
+    const transaction = open(async (tx) => {
+      await tx.execute(sql`insert into opener_notes (tag) values ('before the end')`);
+      inside.resolve();
+      await resume.promise;
+      await tx.execute(sql`insert into opener_notes (tag) values ('before the end')`);
+    });
+    await inside.promise;
+    // No timeout: an end() that waits for a connection nobody gives back never settles.
+    const ended = db.$client.end();
+    resume.resolve();
+    await transaction;
+    await ended;
+    expect(await notes('before the end')).toBe(2);
+  });
+
+  it('a pool with fetch_types: false runs its transactions side by side', async () => {
+    // postgres-js 3.4 never hands such a pool's new connection to the reserve() that opened
+    // it: the second transaction would wait for the first, which waits for the second.
+    const client = postgres(postgresUrl(database().url), {
+      max: 2,
+      fetch_types: false,
+      onnotice: () => {},
+    });
+    try {
+      const open = transactionOpener(drizzle(client));
+      await open((tx) => tx.execute(sql`select 1`));
+      const firstIn = deferred();
+      const secondDone = deferred();
+      const first = open(async (tx) => {
+        await tx.execute(sql`select 1`);
+        firstIn.resolve();
+        await secondDone.promise;
+      });
+      await firstIn.promise;
+      await open((tx) => tx.execute(sql`insert into opener_notes (tag) values ('side by side')`));
+      secondDone.resolve();
+      await first;
+      expect(await notes('side by side')).toBe(1);
+    } finally {
+      await client.end({ timeout: 5 });
+    }
   });
 
   it('a connection killed while the work waits on something else: rejects at once with the connection error, refuses the statements after it, and the pool goes on', async () => {

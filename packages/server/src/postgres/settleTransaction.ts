@@ -57,5 +57,10 @@ export async function settle<T>(
   if (!(await storeAfterRollback(tx, record, outcome, ttlMs))) {
     throw new Rollback(result, { error: attempt.ok ? undefined : attempt.error });
   }
-  return { result, version: record.version, error: attempt.ok ? undefined : attempt.error };
+  return {
+    result,
+    version: record.version,
+    error: attempt.ok ? undefined : attempt.error,
+    afterRollback: true,
+  };
 }

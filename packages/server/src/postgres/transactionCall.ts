@@ -58,6 +58,12 @@ export type Settled<T> =
       version: number;
       /** The error a stored failure answers with, for the event. */
       error?: unknown;
+      /**
+       * The answer was stored after the handler's writes were rolled back
+       * (`storeAfterRollback`): the COMMIT holds idem's write alone, so a COMMIT refused
+       * there is the store's failure, not the handler's.
+       */
+      afterRollback?: true;
     };
 
 /** The database a transaction-mode runner works on, with what it built on it once. */

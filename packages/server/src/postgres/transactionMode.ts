@@ -199,7 +199,7 @@ async function runCall<T>(
     settled = await admission.race(work);
   } catch (error) {
     if (!(error instanceof Rollback)) {
-      if (ran && 'result' in ran && rolledBackAtCommit(error)) {
+      if (ran && 'result' in ran && !ran.afterRollback && rolledBackAtCommit(error)) {
         // A completion sent with the COMMIT that failed aborted the transaction: its
         // failure is the answer (one that found no row: the lease was lost).
         const failure = await ran.completion?.then(
