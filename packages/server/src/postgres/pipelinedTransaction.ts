@@ -59,13 +59,13 @@ export type OpenTransaction = <T>(work: (tx: PgDatabaseLike) => Promise<T>) => P
  * `work` gets a Drizzle transaction as `db.transaction` hands one over: the same session
  * options (schema, casing, cache), nested `tx.transaction()` as savepoints that a failed
  * statement inside fails and rolls back (as postgres-js's own), and `tx.rollback()`. The
- * connection goes back to the pool once the transaction has ended, or is closed there
- * when `sql.end()` is waiting for it. As with postgres-js's `begin()`, the promise rejects as soon as the
- * connection closes, even while `work` runs on (see `transactionOnItsConnection`), and
- * then nothing more is sent on that connection: not the `ROLLBACK`, and it is not given
- * back to the pool (postgres-js reconnects it when it is next needed). A `COMMIT` that
- * Postgres answers with `ROLLBACK` (a statement had failed and `work` caught it) rejects
- * with a {@link TransactionAbortedError}.
+ * connection goes back to the pool once the transaction has ended, or is closed there when
+ * `sql.end()` is waiting for it. As with postgres-js's `begin()`, the promise rejects as
+ * soon as the connection closes, even while `work` runs on (see
+ * `transactionOnItsConnection`), and then nothing more is sent on that connection: not the
+ * `ROLLBACK`, and it is not given back to the pool (postgres-js reconnects it when it is
+ * next needed). A `COMMIT` that Postgres answers with `ROLLBACK` (a statement had failed
+ * and `work` caught it) rejects with a {@link TransactionAbortedError}.
  */
 export function transactionOpener(db: PgDatabaseLike): OpenTransaction {
   const pool = postgresJsClientOf(db) as
@@ -129,7 +129,7 @@ async function reservedTransaction<T>(
       lost.handedOver = true;
     };
     return await Promise.race([
-      scope(guarded(reserved, lost), session, begun, handOver, work),
+      scope(sendOn(reserved, lost), session, begun, handOver, work),
       closedUnder,
     ]);
   } finally {
@@ -149,25 +149,25 @@ interface Lost {
   handedOver: boolean;
 }
 
+/** A statement sent on the reserved connection, as `ReservedSql.unsafe` sends it. */
+type Send = ReservedSql['unsafe'];
+
 /**
- * `reserved`, refusing every statement once its connection has closed: postgres-js, given
- * a statement for a connection whose socket has gone, throws from a timer (an
+ * `reserved.unsafe`, refusing every statement once its connection has closed: postgres-js,
+ * given a statement for a connection whose socket has gone, throws from a timer (an
  * uncaughtException) instead of rejecting it. The refusal is the connection's own error.
  */
-function guarded(reserved: ReservedSql, lost: Lost): ReservedSql {
-  return {
-    unsafe(query, params, options) {
-      if (!lost.closed) return reserved.unsafe(query, params, options);
-      const refused = Promise.reject(lost.error);
-      refused.catch(() => {});
-      return Object.assign(refused, { values: () => refused });
-    },
-    release: () => reserved.release(),
+function sendOn(reserved: ReservedSql, lost: Lost): Send {
+  return (query, params, options) => {
+    if (!lost.closed) return reserved.unsafe(query, params, options);
+    const refused = Promise.reject(lost.error);
+    refused.catch(() => {});
+    return Object.assign(refused, { values: () => refused });
   };
 }
 
 async function scope<T>(
-  reserved: ReservedSql,
+  send: Send,
   session: PostgresJsSessionLike,
   begun: Rows,
   handOver: () => void,
@@ -179,12 +179,12 @@ async function scope<T>(
   // that failed, even one whose failure was caught, rolls the savepoint back and fails it
   // (with that statement's error), so the transaction around it goes on.
   interface ScopedSql {
-    unsafe: ReservedSql['unsafe'];
+    unsafe: Send;
     savepoint<R>(inner: (sql: ScopedSql) => Promise<R>): Promise<R>;
   }
   const scoped = (failures?: { first?: { error: unknown } }): ScopedSql => ({
     unsafe(query, params, options) {
-      const sent = reserved.unsafe(query, params, options);
+      const sent = send(query, params, options);
       if (failures) {
         sent.catch((error: unknown) => {
           failures.first ??= { error };
@@ -194,14 +194,14 @@ async function scope<T>(
     },
     async savepoint<R>(inner: (sql: ScopedSql) => Promise<R>): Promise<R> {
       const name = `s${savepoints++}`;
-      await reserved.unsafe(`savepoint ${name}`);
+      await send(`savepoint ${name}`);
       const failures: { first?: { error: unknown } } = {};
       try {
         const result = await inner(scoped(failures));
         if (failures.first) throw failures.first.error;
         return result;
       } catch (error) {
-        await reserved.unsafe(`rollback to ${name}`);
+        await send(`rollback to ${name}`);
         throw hasCode(error, IN_FAILED_SQL_TRANSACTION) && failures.first
           ? failures.first.error
           : error;
@@ -222,11 +222,11 @@ async function scope<T>(
     await begun;
   } catch (error) {
     handOver();
-    await reserved.unsafe('rollback');
+    await send('rollback');
     throw error;
   }
   handOver();
-  const committed = await reserved.unsafe('commit');
+  const committed = await send('commit');
   if (committed.command === 'ROLLBACK') throw new TransactionAbortedError();
   return result;
 }

@@ -8,8 +8,6 @@ import { idempotencyKeys as keys } from './schema.js';
 import { sqlLater, sqlNow } from './sqlTime.js';
 import { IN_FAILED_SQL_TRANSACTION } from './TransactionAbortedError.js';
 
-/** Postgres `in_failed_sql_transaction`: a statement of this transaction failed before. */
-
 /**
  * Rolls back the procedure's writes and stores `outcome` for the key `record` holds,
  * with duplicates kept out throughout (see `transactionMode`). Returns false, having

@@ -202,12 +202,12 @@ async function runCall<T>(
       if (ran && 'result' in ran && !ran.afterRollback && rolledBackAtCommit(error)) {
         // A completion sent with the COMMIT that failed aborted the transaction: its
         // failure is the answer (one that found no row: the lease was lost).
-        const failure = await ran.completion?.then(
-          () => error,
+        const refused = await ran.completion?.then(
+          () => undefined,
           (completionError: unknown) => completionError,
         );
-        if (failure !== undefined && failure !== error && !aborted(failure)) throw failure;
-        return failedCommit(state, failure ?? error);
+        if (refused !== undefined && !aborted(refused)) throw refused;
+        return failedCommit(state, refused ?? error);
       }
       // A statement of the handler had aborted the transaction: the completion was refused.
       if (aborted(error)) return failedCommit(state, error);
@@ -228,17 +228,18 @@ async function runCall<T>(
   return answered(state, settled.claim);
 }
 
+const aborted = (error: unknown) => error instanceof TransactionAbortedError;
+
 /**
  * Whether a COMMIT that failed was answered by the server with an error (a constraint the
- * app deferred to the end of the transaction, a serialization failure): Postgres has then
- * rolled the whole transaction back. A COMMIT that lost its connection has no answer: it
- * may have committed, so that one is the store's failure, and a retry finds out which.
+ * app deferred to the end of the transaction, a serialization failure) or with `ROLLBACK`
+ * (an aborted transaction): Postgres has then rolled the whole transaction back. A COMMIT
+ * that lost its connection has no answer: it may have committed, so that one is the
+ * store's failure, and a retry finds out which.
  */
 function rolledBackAtCommit(error: unknown): boolean {
-  return fromServer(error) && !isConnectionError(error);
+  return aborted(error) || (fromServer(error) && !isConnectionError(error));
 }
-
-const aborted = (error: unknown) => error instanceof TransactionAbortedError;
 
 /**
  * A transaction that rolled back at its COMMIT, or that a statement of the handler had
