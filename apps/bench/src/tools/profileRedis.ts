@@ -14,6 +14,7 @@ import {
   idemContender,
   nodeIdempotencyContender,
 } from '../lib/redisContenders.js';
+import { callsPerSecond, redisServerCpu } from '../lib/redisProbe.js';
 
 const CONTENDERS: Record<string, (url: string) => Promise<Contender>> = {
   idem: idemContender,
@@ -41,31 +42,17 @@ const stats = async () => {
   return new Map(lines.map(([, command, calls, usec]) => [command, [Number(calls), Number(usec)]]));
 };
 
-/** The redis-server's CPU time so far, µs (`INFO cpu`). */
-const serverCpu = async () => {
-  const info = await admin.info('cpu');
-  const seconds = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
-  return (seconds('used_cpu_sys') + seconds('used_cpu_user')) * 1e6;
-};
-
 try {
   for (let round = 0; round < rounds; round++) {
     for (const phase of ['first', 'replay'] as const) {
       const before = await stats();
-      const serverBefore = await serverCpu();
+      const serverBefore = await redisServerCpu(admin);
       const cpuBefore = process.cpuUsage();
-      let next = 0;
-      const started = performance.now();
-      await Promise.all(
-        Array.from({ length: inFlight }, async () => {
-          for (let index = next++; index < keys; index = next++) {
-            await contender[phase](`r${round}-${index}`);
-          }
-        }),
+      const rate = await callsPerSecond(inFlight, keys, (index) =>
+        contender[phase](`r${round}-${index}`),
       );
-      const rate = (keys / (performance.now() - started)) * 1000;
       const cpu = process.cpuUsage(cpuBefore);
-      const serverMicros = (await serverCpu()) - serverBefore;
+      const serverMicros = (await redisServerCpu(admin)) - serverBefore;
       const after = await stats();
       const perCall = [...after]
         .filter(([command]) => command !== 'info')

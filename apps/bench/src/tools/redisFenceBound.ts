@@ -24,6 +24,8 @@ import {
   nodeIdempotencyContender,
   RESULT,
 } from '../lib/redisContenders.js';
+import { callsPerSecond, redisServerCpu } from '../lib/redisProbe.js';
+import { median } from '../lib/stats.js';
 
 const LEAST_CAS = `if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -94,44 +96,24 @@ async function fenceBound(url: string): Promise<Contender> {
 const [inFlight = 16, keys = 20_000, rounds = 9] = process.argv.slice(2).map(Number);
 const server = await startRedisServer();
 const admin = await createClient({ url: server.url }).connect();
-/** The redis-server's CPU time so far, µs (`INFO cpu`). */
-const serverCpu = async () => {
-  const info = await admin.info('cpu');
-  const seconds = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
-  return (seconds('used_cpu_sys') + seconds('used_cpu_user')) * 1e6;
-};
 const contenders = [
   ['idem', await idemContender(server.url)],
   ['node-idempotency', await nodeIdempotencyContender(server.url)],
   ['bound', await fenceBound(server.url)],
 ] as const;
 const rates = new Map<string, number[]>(contenders.map(([name]) => [name, []]));
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2
-    ? (sorted[middle] as number)
-    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
-};
 try {
   // Round 0 warms every contender up and is not counted.
   for (let round = 0; round <= rounds; round++) {
     const order = round % 2 === 0 ? contenders : [...contenders].reverse();
     for (const [name, contender] of order) {
-      const serverBefore = await serverCpu();
+      const serverBefore = await redisServerCpu(admin);
       const cpuBefore = process.cpuUsage();
-      let next = 0;
-      const started = performance.now();
-      await Promise.all(
-        Array.from({ length: inFlight }, async () => {
-          for (let index = next++; index < keys; index = next++) {
-            await contender.first(`${name}-${round}-${index}`);
-          }
-        }),
+      const rate = await callsPerSecond(inFlight, keys, (index) =>
+        contender.first(`${name}-${round}-${index}`),
       );
-      const rate = (keys / (performance.now() - started)) * 1000;
       const cpu = process.cpuUsage(cpuBefore);
-      const serverMicros = ((await serverCpu()) - serverBefore) / keys;
+      const serverMicros = ((await redisServerCpu(admin)) - serverBefore) / keys;
       if (round === 0) continue;
       rates.get(name)?.push(rate);
       console.log(
