@@ -17,7 +17,8 @@ rounds=${1:-4} seconds=${2:-8} clients=${3:-16}
 shift $(( $# < 3 ? $# : 3 ))
 scripts=("$@")
 [ ${#scripts[@]} -gt 0 ] || scripts=(floor idem idem-without-key-lock idem-without-key-lock-or-guard
-  idem-try-lock-first idem-key-lock-flat idem-completion-keeps-expiry floor-with-idem-read
+  idem-try-lock-first idem-key-lock-flat idem-savepoint-instead-of-key-lock
+  idem-completion-keeps-expiry floor-with-idem-read
   floor-with-idem-insert floor-with-idem-completion)
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
 db="idem_pgbench_$$"
@@ -46,5 +47,5 @@ awk '{ tps[$1] = tps[$1] " " $2 } END { for (s in tps) print s tps[s] }' "$resul
     median=$(printf '%s\n' $values | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
     echo "$script $median"
   done | sort -k2,2nr | awk '$1 == "floor" { floor = $2 } { rows[NR] = $0 } END {
-    for (i = 1; i <= NR; i++) { split(rows[i], f, " "); printf "%-30s median %7.0f tps  %.2fx the floor\n", f[1], f[2], f[2] / floor } }'
+    for (i = 1; i <= NR; i++) { split(rows[i], f, " "); printf "%-36s median %7.0f tps  %.2fx the floor\n", f[1], f[2], f[2] / floor } }'
 rm -f "$results"
