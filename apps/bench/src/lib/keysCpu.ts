@@ -5,6 +5,7 @@ import postgres from 'postgres';
 import { onCleanup } from './cleanup.js';
 import { quiet } from './config.js';
 import { createScratchDatabase } from './scratchDatabase.js';
+import { callsPerSecond } from './workers.js';
 
 /** One timed run of keys: keys per second, and CPU per key of this process and of Postgres. */
 export interface KeysCpu {
@@ -45,16 +46,11 @@ async function timedKeysCpu(
   ids: readonly string[],
   op: (id: string) => Promise<void>,
 ): Promise<KeysCpu> {
-  let next = 0;
   const pgBefore = await backendsCpuUs(client, applicationName);
   const cpu = process.cpuUsage();
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < ids.length) await op(ids[next++] as string);
-    }),
+  const perSecond = await callsPerSecond(concurrency, ids.length, (index) =>
+    op(ids[index] as string),
   );
-  const perSecond = (ids.length / (performance.now() - started)) * 1000;
   const used = process.cpuUsage(cpu);
   const pg = (await backendsCpuUs(client, applicationName)) - pgBefore;
   const perKey = (us: number) => ((us / ids.length) | 0).toString().padStart(4);

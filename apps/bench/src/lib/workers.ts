@@ -42,3 +42,22 @@ export async function runWorkers(
     perSecond: (latencies.length / elapsedMs) * 1000,
   };
 }
+
+/**
+ * Calls `call(0)` … `call(count - 1)`, `concurrency` at a time (each index once); answers
+ * calls per second.
+ */
+export async function callsPerSecond(
+  concurrency: number,
+  count: number,
+  call: (index: number) => Promise<void>,
+): Promise<number> {
+  let next = 0;
+  const started = nowMs();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) await call(next++);
+    }),
+  );
+  return (count / (nowMs() - started)) * 1000;
+}

@@ -5,6 +5,7 @@ import postgres from 'postgres';
 import { quiet } from '../lib/config.js';
 import { median } from '../lib/stats.js';
 import { formatRate, formatRatio, verdictAtLeast } from '../lib/table.js';
+import { callsPerSecond } from '../lib/workers.js';
 import { judged, type RunContext } from './RunContext.js';
 
 const SCOPE = 'tenant:bench/pgengine';
@@ -55,8 +56,8 @@ export async function pgEngine(context: RunContext): Promise<void> {
     const runRound = async (name: keyof typeof sides, tag: string) => {
       const side = sides[name];
       const keyOf = (index: number) => `${runId}-${tag}-${index}`;
-      const first = await timedKeys(concurrency, keys, (index) => side.first(keyOf(index)));
-      const replay = await timedKeys(concurrency, keys, (index) => side.replay(keyOf(index)));
+      const first = await callsPerSecond(concurrency, keys, (index) => side.first(keyOf(index)));
+      const replay = await callsPerSecond(concurrency, keys, (index) => side.replay(keyOf(index)));
       return { first, replay };
     };
     // Warm-up (every connection's prepared statements; the JIT, which takes the engine's
@@ -165,20 +166,4 @@ function floorSide(client: postgres.Sql): Side {
       }
     },
   };
-}
-
-/** Runs `operation(0 … count-1)` with `concurrency` in flight; returns operations per second. */
-async function timedKeys(
-  concurrency: number,
-  count: number,
-  operation: (index: number) => Promise<void>,
-): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) await operation(next++);
-    }),
-  );
-  return (count / (performance.now() - started)) * 1000;
 }

@@ -19,6 +19,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import type postgres from 'postgres';
 import { runMain } from '../lib/cleanup.js';
 import { measuredDatabase } from '../lib/keysCpu.js';
+import { callsPerSecond } from '../lib/workers.js';
 
 const SCOPE = 'tenant:bench/js';
 const INPUT = { path: 'orders.create', input: { sku: 'tea', quantity: 1, ref: 'js' } };
@@ -93,25 +94,17 @@ runMain(async () => {
       store: drizzleStore(drizzle(fake as unknown as postgres.Sql)),
     });
     await allocations?.post('HeapProfiler.startSampling', SAMPLING);
-    let next = 0;
-    const started = performance.now();
     const cpu = process.cpuUsage();
-    await Promise.all(
-      Array.from({ length: IN_FLIGHT }, async () => {
-        while (next < calls) {
-          const call = next++;
-          const { replayed } = await engine.execute(
-            { scope: SCOPE, key: `k${call}`, input: INPUT },
-            async () => RESULT,
-          );
-          if (replayed !== (phase === 'replay')) throw new Error(`${phase}: replayed ${replayed}`);
-        }
-      }),
-    );
+    const rate = await callsPerSecond(IN_FLIGHT, calls, async (call) => {
+      const { replayed } = await engine.execute(
+        { scope: SCOPE, key: `k${call}`, input: INPUT },
+        async () => RESULT,
+      );
+      if (replayed !== (phase === 'replay')) throw new Error(`${phase}: replayed ${replayed}`);
+    });
     const used = process.cpuUsage(cpu);
-    const perCall = (us: number) => (us / calls).toFixed(2);
     console.log(
-      `${phase.padEnd(6)} ${perCall((performance.now() - started) * 1000)} µs per call, CPU ${perCall(used.user + used.system)} µs`,
+      `${phase.padEnd(6)} ${(1e6 / rate).toFixed(2)} µs per call, CPU ${((used.user + used.system) / calls).toFixed(2)} µs`,
     );
     if (allocations) {
       const { profile } = await allocations.post('HeapProfiler.stopSampling');

@@ -14,7 +14,8 @@ import {
   idemContender,
   nodeIdempotencyContender,
 } from '../lib/redisContenders.js';
-import { callsPerSecond, redisServerCpu } from '../lib/redisProbe.js';
+import { redisServerCpu } from '../lib/redisProbe.js';
+import { callsPerSecond } from '../lib/workers.js';
 
 const CONTENDERS: Record<string, (url: string) => Promise<Contender>> = {
   idem: idemContender,

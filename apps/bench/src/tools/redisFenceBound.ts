@@ -24,8 +24,9 @@ import {
   nodeIdempotencyContender,
   RESULT,
 } from '../lib/redisContenders.js';
-import { callsPerSecond, redisServerCpu } from '../lib/redisProbe.js';
+import { redisServerCpu } from '../lib/redisProbe.js';
 import { median } from '../lib/stats.js';
+import { callsPerSecond } from '../lib/workers.js';
 
 const LEAST_CAS = `if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
