@@ -13,8 +13,11 @@ import { serverClockContract } from '@idem/core/testing/contract';
 import { and, DrizzleQueryError, eq, sql } from 'drizzle-orm';
 import { PostgresJsPreparedQuery } from 'drizzle-orm/postgres-js';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { hasCode } from '../src/postgres/connectionError.js';
 import { directPrepared } from '../src/postgres/directQuery.js';
 import { drizzleStore } from '../src/postgres/drizzleStore.js';
+import { keyLockArgs } from '../src/postgres/keyLock.js';
+import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
 import { idempotencyKeys } from '../src/postgres/schema.js';
 import { transactionStores } from '../src/postgres/transactionStores.js';
 import {
@@ -24,6 +27,7 @@ import {
   oneRow,
   postgresUrl,
   rows,
+  untilLockWaiters,
   useDatabase,
 } from './harness.js';
 
@@ -394,6 +398,54 @@ for (const backend of backends) {
             'idem_tx_insert_new',
           ]);
         } finally {
+          await db.$client.end({ timeout: 5 });
+        }
+      });
+    }
+
+    if (backend === 'Postgres') {
+      it('transactionStores: a free key lock is taken without the bound; a held one is waited for within it, and the caller keeps its lock_timeout', async () => {
+        await database().truncate();
+        const url = postgresUrl(database().url);
+        const db = connect(url, 2);
+        // Holds a key's lock as a stored failure does between its rollback and its upsert.
+        const holder = connect(url, 1);
+        const lock = (key: string) => keyLockArgs(request().scope, key);
+        const settings = (tx: PgDatabaseLike) =>
+          oneRow<{ lockTimeout: string; saved: string | null }>(
+            tx,
+            sql`select current_setting('lock_timeout') as "lockTimeout",
+                  nullif(current_setting('idem.lock_timeout', true), '') as saved`,
+          );
+        // The caller's own lock_timeout, set in the transaction the claim runs in.
+        const claimIn = (lockWaitMs: number, key: string) =>
+          db.transaction(async (tx) => {
+            await tx.execute(sql`set local lock_timeout = '7s'`);
+            const claim = await transactionStores(db, lockWaitMs)(tx).claim(request({ key }));
+            return { claim, after: await settings(tx) };
+          });
+        try {
+          // A free key: its lock taken at once, no setting touched.
+          expect(await claimIn(30_000, 'free')).toMatchObject({
+            claim: { status: 'claimed' },
+            after: { lockTimeout: '7s', saved: null },
+          });
+          // Held for longer than the bound: lock_not_available, as a duplicate's wait ends.
+          await holder.execute(sql`select pg_advisory_lock(${lock('held')})`);
+          const refused = await rejection(claimIn(200, 'held'));
+          expect(hasCode(refused, '55P03')).toBe(true);
+          // Let go within the bound: the claim inserts the key, and the bound is put back.
+          const waited = claimIn(30_000, 'held');
+          await untilLockWaiters(url, (waiting) => waiting === 1, {
+            what: 'the claim to wait on the key lock',
+          });
+          await holder.execute(sql`select pg_advisory_unlock(${lock('held')})`);
+          expect(await waited).toMatchObject({
+            claim: { status: 'claimed' },
+            after: { lockTimeout: '7s', saved: '7s' },
+          });
+        } finally {
+          await holder.$client.end({ timeout: 5 });
           await db.$client.end({ timeout: 5 });
         }
       });

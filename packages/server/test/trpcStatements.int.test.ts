@@ -116,7 +116,7 @@ for (const backend of driverBackends) {
       expect(await call((caller) => caller.txOrder(input), key)).toEqual([
         'read record',
         ...inTransaction([
-          'claim new key', // takes the key lock, bounding its own wait, and puts lock_timeout back
+          'claim new key', // takes the key lock (a held one: bounding its own wait, then putting lock_timeout back)
           'procedure: insert order',
           'procedure: read lock_timeout',
           'complete',

@@ -3,9 +3,11 @@
 # one request's statements (the read before the transaction, then BEGIN, the claim, the
 # order's INSERT, the completion, COMMIT), run by pgbench as prepared statements, scripts
 # alternated round by round on one scratch database with @idem/server's migrations.
-# idem.sql holds the statements transaction mode sent on 2026-12-04 (captured through a
-# Drizzle logger; values inlined, the key from pgbench variables): capture them again
-# when the claim or the completion changes.
+# idem.sql holds the statements transaction mode sends (captured through a Drizzle logger on
+# 2026-12-04, values inlined, the key from pgbench variables): capture them again when the
+# claim or the completion changes. Its claim tries the key lock first and bounds the wait
+# only when the lock is held; the idem-* variants were written against the claim before
+# that, which always bounded the wait (set_config twice, then the lock, then put it back).
 #
 #   apps/bench/pgbench/transaction-mode/run.sh [rounds=4] [seconds=8] [clients=16] [script…]
 #
@@ -17,7 +19,7 @@ rounds=${1:-4} seconds=${2:-8} clients=${3:-16}
 shift $(( $# < 3 ? $# : 3 ))
 scripts=("$@")
 [ ${#scripts[@]} -gt 0 ] || scripts=(floor idem idem-without-key-lock idem-without-key-lock-or-guard
-  idem-try-lock-first idem-key-lock-flat idem-savepoint-instead-of-key-lock
+  idem-key-lock-flat idem-savepoint-instead-of-key-lock
   idem-completion-keeps-expiry floor-with-idem-read
   floor-with-idem-insert floor-with-idem-completion)
 export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}

@@ -40,6 +40,11 @@ const BOUND_LOCK_WAIT = sql`select 1 from (select set_config('lock_timeout', ${p
 /** Puts back the `lock_timeout` that {@link BOUND_LOCK_WAIT} replaced. */
 const RESTORE_LOCK_WAIT = sql<string>`set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`;
 
+/** {@link RESTORE_LOCK_WAIT} when this transaction set the bound; null when it did not. */
+const RESTORE_LOCK_WAIT_IF_SET = sql<
+  string | null
+>`case when current_setting('idem.lock_timeout', true) <> '' then ${RESTORE_LOCK_WAIT} end`;
+
 /**
  * The store's statements, each built once, on first use (a store made for one transaction
  * builds only what it runs), with placeholders, and prepared on `db`. Their names tell apart the two shapes of "now" (the database's, or a bound clock value), so a driver
@@ -138,8 +143,14 @@ function statementParts(
   // The values of a claimed new key. With a bound, `attempts` carries it (see
   // BOUND_LOCK_WAIT), and the key lock after it, so that the lock's wait is bounded too.
   const bounded = boundLockWait ? BOUND_LOCK_WAIT : sql`select 1`;
+  const lock = keyLockArgs(param.scope, param.key);
+  const waitForLock = sql`(select 1 from (select pg_advisory_xact_lock(${lock}) from (${bounded}) as bounded) as locked)`;
+  // A free key's lock is taken at once, and then nothing is bounded: no setting changes,
+  // and none is put back. Only a held lock waits, bounded (the subquery runs only then).
   const attempts = keyLock
-    ? sql`(select 1 from (select pg_advisory_xact_lock(${keyLockArgs(param.scope, param.key)}) from (${bounded}) as bounded) as locked)`
+    ? boundLockWait
+      ? sql`(case when pg_try_advisory_xact_lock(${lock}) then 1 else ${waitForLock} end)`
+      : waitForLock
     : boundLockWait
       ? sql`(${BOUND_LOCK_WAIT})`
       : 1;
@@ -166,7 +177,13 @@ function statementParts(
       expiresAt: sqlLater(now, param.ttlMs),
     } as const,
     // With a bound, RETURNING puts `lock_timeout` back: it runs after the insert (and its wait).
-    restored: boundLockWait ? RESTORE_LOCK_WAIT : sql<null>`null`,
+    // Behind a key lock taken at once there is nothing to put back, unless an earlier claim
+    // of this transaction set the bound.
+    restored: boundLockWait
+      ? keyLock
+        ? RESTORE_LOCK_WAIT_IF_SET
+        : RESTORE_LOCK_WAIT
+      : sql<null>`null`,
   };
 }
 
