@@ -143,14 +143,12 @@ function statementParts(
   // The values of a claimed new key. With a bound, `attempts` carries it (see
   // BOUND_LOCK_WAIT), and the key lock after it, so that the lock's wait is bounded too.
   const bounded = boundLockWait ? BOUND_LOCK_WAIT : sql`select 1`;
-  const lock = keyLockArgs(param.scope, param.key);
-  const waitForLock = sql`(select 1 from (select pg_advisory_xact_lock(${lock}) from (${bounded}) as bounded) as locked)`;
   // A free key's lock is taken at once, and then nothing is bounded: no setting changes,
   // and none is put back. Only a held lock waits, bounded (the subquery runs only then).
+  const lock = keyLockArgs(param.scope, param.key);
+  const waitForLock = sql`(select 1 from (select pg_advisory_xact_lock(${lock}) from (${bounded}) as bounded) as locked)`;
   const attempts = keyLock
-    ? boundLockWait
-      ? sql`(case when pg_try_advisory_xact_lock(${lock}) then 1 else ${waitForLock} end)`
-      : waitForLock
+    ? sql`(case when pg_try_advisory_xact_lock(${lock}) then 1 else ${waitForLock} end)`
     : boundLockWait
       ? sql`(${BOUND_LOCK_WAIT})`
       : 1;

@@ -84,8 +84,9 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * 2. `BEGIN` (on postgres-js, in one write with the claim: see `transactionOpener`)
  * 3. the claim, one statement: it takes the key's transaction-scoped advisory lock (a
  *    duplicate waits here, bounded by `lock_timeout`, set and put back within the statement
- *    only when the lock is held: a free key's is taken at once), then inserts the key (a key that exists after all, a takeover or a duplicate that
- *    waited, costs the full claim after it)
+ *    only when the lock is held: a free key's is taken at once), then inserts the key (a
+ *    key that exists after all, a takeover or a duplicate that waited, costs the full claim
+ *    after it)
  * 4. the handler's own statements (only when claimed)
  * 5. the fenced completion `UPDATE`
  * 6. `COMMIT`, which frees the lock: a waiting duplicate then finds the completed key
