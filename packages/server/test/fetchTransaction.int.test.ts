@@ -6,8 +6,8 @@ import { type Logger, sql, TransactionRollbackError } from 'drizzle-orm';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { idempotentHandler } from '../src/fetch/index.js';
 import { causeChain } from '../src/postgres/connectionError.js';
+import { TransactionAbortedError } from '../src/postgres/index.js';
 import type { PgDatabaseLike } from '../src/postgres/PgDatabaseLike.js';
-import { TransactionAbortedError } from '../src/postgres/TransactionAbortedError.js';
 import { Gates } from './fixtures/testApp.js';
 import {
   connect,

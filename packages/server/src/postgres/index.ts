@@ -16,4 +16,5 @@ export {
   type SweepTarget,
   sweepExpired,
 } from './sweeper.js';
+export { TransactionAbortedError } from './TransactionAbortedError.js';
 export type { TransactionIdempotency } from './transactionMode.js';
