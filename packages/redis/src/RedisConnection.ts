@@ -131,6 +131,73 @@ export function redisSenders(client: RedisConnection): RedisSenders {
 }
 
 /**
+ * How the store talks to Redis through `clients`, several connections to one Redis sending
+ * as one (one client: its `redisSenders`). A key with commands in flight sends its next
+ * ones on the same connection, so one key's commands keep the order they were sent in, as
+ * on a single connection; any other key goes to the connection with the fewest commands in
+ * flight. Under load that sends a call's next command on the connection
+ * whose replies are being handled, so the connections take turns: Redis runs one's commands
+ * while this process handles the other's replies, where a single connection leaves one of
+ * the two idle while the other works. A connection that is not ready (node-redis
+ * reconnecting) gets no new key while another is. Plain commands only where every
+ * connection takes them.
+ */
+export function spreadSenders(
+  clients: readonly [RedisConnection, ...RedisConnection[]],
+): RedisSenders {
+  if (clients.length === 1) return redisSenders(clients[0]);
+  const connections = clients.map((client) => ({ ...redisSenders(client), client, inFlight: 0 }));
+  type Connection = (typeof connections)[number];
+  /** Each key with commands in flight: its connection, and how many. */
+  const busy = new Map<string, { connection: Connection; commands: number }>();
+  const on = <Answer>(key: string, send: (connection: Connection) => Promise<Answer>) => {
+    let entry = busy.get(key);
+    if (entry === undefined) {
+      // A connection that is reconnecting would hold the command until it is back.
+      let connection: Connection | undefined;
+      for (const other of connections) {
+        if (!isReady(other.client)) continue;
+        if (connection === undefined || other.inFlight < connection.inFlight) connection = other;
+      }
+      entry = { connection: connection ?? (connections[0] as Connection), commands: 0 };
+      busy.set(key, entry);
+    }
+    const held = entry;
+    held.commands++;
+    held.connection.inFlight++;
+    const done = () => {
+      held.connection.inFlight--;
+      if (--held.commands === 0) busy.delete(key);
+    };
+    let sent: Promise<Answer>;
+    try {
+      sent = send(held.connection);
+    } catch (error) {
+      done();
+      throw error;
+    }
+    sent.then(done, done);
+    return sent;
+  };
+  const script: ScriptSender = (sent, key, args) =>
+    on(key, (connection) => connection.script(sent, key, args));
+  if (!connections.every((connection) => connection.command !== undefined)) {
+    return { script, command: undefined };
+  }
+  const command: CommandSender = (what, key, args) =>
+    on(key, (connection) => (connection.command as CommandSender)(what, key, args));
+  return { script, command };
+}
+
+/**
+ * Whether node-redis has `client` connected: while it reconnects (`isReady` false) it
+ * queues commands until it is back. A client without `isReady` counts as ready.
+ */
+export function isReady(client: RedisConnection): boolean {
+  return (client as { isReady?: unknown }).isReady !== false;
+}
+
+/**
  * Runs `script` on the node that owns `key`: `EVALSHA` first, and `EVAL` (which also caches
  * the script) when the server answers NOSCRIPT: after a restart, a failover to a replica
  * that never saw it, a `SCRIPT FLUSH`, or a slot moved to another node.

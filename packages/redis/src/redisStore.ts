@@ -12,10 +12,11 @@ import {
 } from '@idem/core/store';
 import { newKeyClaim } from './newKeyClaim.js';
 import {
+  isReady,
   type RedisConnection,
-  redisSenders,
   type ScriptSender,
   scanKeys,
+  spreadSenders,
 } from './RedisConnection.js';
 import { recordKey, recordKeyPattern } from './recordKey.js';
 import { claimResultOf, recordOf } from './scriptReplies.js';
@@ -46,7 +47,12 @@ export interface RedisStoreOptions {
 
 /**
  * An `IdempotencyStore` in Redis or Valkey, on one node or a Redis Cluster, through a
- * node-redis client (`createClient()` or `createCluster()`, connected).
+ * node-redis client (`createClient()` or `createCluster()`, connected), or through several
+ * clients of one kind to the same Redis: a command goes on the connection with the fewest
+ * commands in flight, unless its key has some in flight, which it then follows, so one key's
+ * commands keep their order (see `spreadSenders`). Under many concurrent calls, two
+ * connections let Redis run one connection's commands while this process handles the
+ * other's replies; the store neither opens nor closes them.
  *
  * `claim`, `complete`, `release`, `heartbeat`, `saveStep`, `get` and each key of a `sweep`
  * are one Lua script each (`EVALSHA`, and `EVAL` once when the server does not have it
@@ -58,27 +64,24 @@ export interface RedisStoreOptions {
  * @example
  * const client = await createClient({ url: process.env.REDIS_URL }).connect();
  * const store = redisStore(client);
+ * // or, for many concurrent calls: redisStore([client, await client.duplicate().connect()])
  */
 export function redisStore(
-  client: RedisConnection,
+  connection: RedisConnection | readonly RedisConnection[],
   options: RedisStoreOptions = {},
 ): IdempotencyStore {
+  const clients = connectionsOf(connection);
   const prefix = keyPrefixOf(options.keyPrefix);
   const { clock } = options;
-  const { script: send, command } = redisSenders(client);
+  const { script: send, command } = spreadSenders(clients);
   /** ARGV[1] and ARGV[2] of every script: the injected "now" (or the server's), and expiry. */
   const time = (): [string, string] => (clock ? [String(clock.now()), '0'] : ['', '1']);
   /** Runs `script` on the record `(scope, key)`: the time, then `args`. */
   const run = (script: LuaScript, scope: string, key: string, ...args: string[]) =>
     send(script, recordKey(prefix, scope, key), [...time(), ...args]);
-  const plainClaim =
-    command &&
-    newKeyClaim(
-      command,
-      clock,
-      // node-redis queues commands while it reconnects (`isReady` false meanwhile).
-      () => (client as { isReady?: unknown }).isReady !== false,
-    );
+  // node-redis queues commands while it reconnects (`isReady` false meanwhile).
+  const ready = () => clients.every(isReady);
+  const plainClaim = command && newKeyClaim(command, clock, ready);
 
   // Where new keys are claimed by a plain SET, most completions find the record it wrote.
   const completeScript = () => (plainClaim?.active ? 'completeNewKey' : 'complete');
@@ -139,8 +142,53 @@ export function redisStore(
     },
 
     sweep: ({ limit }: SweepOptions): Promise<number> =>
-      sweepRecords(client, send, prefix, limit, time),
+      sweepRecords(clients[0], send, prefix, limit, time),
   };
+}
+
+/**
+ * The clients the store sends through, or `ConfigurationError`: something that is not a
+ * node-redis client, an empty list, or a list that mixes one-node clients with cluster
+ * clients or clients with different key prefixes of their own (a record's key must mean
+ * the same key on every one of them).
+ */
+function connectionsOf(
+  connection: RedisConnection | readonly RedisConnection[],
+): [RedisConnection, ...RedisConnection[]] {
+  const list: readonly unknown[] = Array.isArray(connection) ? connection : [connection];
+  const [first, ...rest] = list;
+  const refuse = (problem: string) =>
+    new ConfigurationError(
+      `redisStore: ${problem}. Pass a connected node-redis client (createClient() or ` +
+        'createCluster()), or an array of such clients of one kind to the same Redis.',
+    );
+  if (list.length === 0) throw refuse('got an empty array of clients');
+  for (const [index, client] of list.entries()) {
+    if (typeof (client as Partial<RedisConnection> | null)?.evalSha !== 'function') {
+      const where = Array.isArray(connection) ? ` at index ${index}` : '';
+      throw refuse(`got ${shown(client)}${where}, which is not a node-redis client`);
+    }
+  }
+  const kind = (client: unknown) => {
+    const { _keyPrefix } = client as { _keyPrefix?: unknown };
+    return `${typeof client === 'object' && client !== null && 'masters' in client}:${String(_keyPrefix)}`;
+  };
+  if (rest.some((client) => kind(client) !== kind(first))) {
+    throw refuse(
+      'got clients of different kinds (one-node and cluster, or different key prefixes)',
+    );
+  }
+  return [first, ...rest] as [RedisConnection, ...RedisConnection[]];
+}
+
+/** A value that is not a client, as an error message names it. */
+function shown(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object';
+  return typeof value === 'string'
+    ? `the string ${JSON.stringify(value).slice(0, 60)}`
+    : `${typeof value} ${String(value)}`;
 }
 
 /** The key prefix, or `ConfigurationError` when it could break the Cluster hash tag. */

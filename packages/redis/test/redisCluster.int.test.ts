@@ -53,6 +53,29 @@ describe('redisStore on a Redis Cluster of three masters', () => {
     expect(counts.every((count) => count > 0)).toBe(true);
   });
 
+  it('runs on two cluster clients as on one: each record on its master, claims fenced', async () => {
+    const { server, client } = redis();
+    const second = await createCluster({ rootNodes: server.rootNodes }).connect();
+    try {
+      const store = redisStore([client, second], { keyPrefix: 'two:' });
+      const keys = Array.from({ length: 32 }, (_, index) => `order-${index}`);
+      const claims = await Promise.all(keys.map((key) => store.claim(request(key))));
+      expect(claims.map(({ status }) => status)).toEqual(keys.map(() => 'claimed'));
+      await Promise.all(
+        claims.map((claim) =>
+          store.complete(leaseTokenOf(claim.record), { kind: 'success', value: 1 }, 60_000),
+        ),
+      );
+      // A completed key: a replay through either client; its old lease writes nothing.
+      const replays = await Promise.all(keys.map((key) => store.claim(request(key))));
+      expect(replays.map(({ status }) => status)).toEqual(keys.map(() => 'replay'));
+      const stale = leaseTokenOf(at(claims, 0).record);
+      await expect(store.heartbeat(stale, 30_000)).rejects.toSatisfy(isLeaseLostError);
+    } finally {
+      await second.close();
+    }
+  });
+
   it('follows a record whose slot moved to another master (MOVED), fencing intact', async () => {
     const { client } = redis();
     const store = redisStore(client, { keyPrefix: 'moved:' });

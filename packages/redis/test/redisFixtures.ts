@@ -34,8 +34,11 @@ export function useRedis<
 
 let stores = 0;
 
-/** A store on `client` under a key prefix no other test uses: it starts with no keys. */
-export function freshStore(client: RedisConnection, options: RedisStoreOptions = {}) {
+/** A store on `client` (or on several connections) under a key prefix no other test uses: it starts with no keys. */
+export function freshStore(
+  client: RedisConnection | readonly RedisConnection[],
+  options: RedisStoreOptions = {},
+) {
   const keyPrefix = `test-${stores++}:`;
   return { keyPrefix, store: redisStore(client, { ...options, keyPrefix }) };
 }

@@ -13,8 +13,8 @@ export interface NodeCommands {
 }
 
 export interface RisksSubject {
-  /** The client the store runs on (one node, or the cluster). */
-  client: RedisConnection;
+  /** The client the store runs on (one node, or the cluster), or its connections. */
+  client: RedisConnection | readonly RedisConnection[];
   /** One client per master (one node: the same server). */
   nodes: NodeCommands[];
 }

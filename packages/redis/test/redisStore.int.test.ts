@@ -1,13 +1,14 @@
-import { isLeaseLostError } from '@idem/core';
+import { isConfigurationError, isLeaseLostError } from '@idem/core';
 import { cachedStore, leaseTokenOf } from '@idem/core/store';
 import { claimedToken, storeContract } from '@idem/core/testing/contract';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
+import { redisStore } from '../src/index.js';
 import { recordKey } from '../src/recordKey.js';
 import { scripts } from '../src/scripts.js';
 import { startRedisServer } from '../src/testing/index.js';
 import { answersAs } from '../src/testing/startRedis.js';
-import { freshStore, request, serverTimeOf, until, useRedis } from './redisFixtures.js';
+import { at, freshStore, request, serverTimeOf, until, useRedis } from './redisFixtures.js';
 import { redisRisks } from './redisRisks.js';
 
 describe('redisStore on one redis-server', () => {
@@ -375,6 +376,138 @@ describe('redisStore on one redis-server', () => {
       expect((await store.claim(request({ key: 'after' }))).status).toBe('claimed');
     } finally {
       await client.close();
+    }
+  });
+});
+
+describe('redisStore on two connections to one redis-server', () => {
+  const redis = useRedis(
+    () => startRedisServer(),
+    async (server) => {
+      const clients = await Promise.all(
+        [0, 1].map(() => createClient({ url: server.url }).connect()),
+      );
+      return { clients, close: () => Promise.all(clients.map((client) => client.close())) };
+    },
+  );
+  const clients = () => redis().client.clients;
+
+  storeContract('redisStore on two connections', async (clock) => ({
+    store: freshStore(clients(), { clock }).store,
+  }));
+
+  redisRisks('two connections', () => ({ client: clients(), nodes: [at(clients(), 0)] }));
+
+  it("sends a key's commands in flight together on one connection, and concurrent calls on both", async () => {
+    const addresses = await Promise.all(
+      clients().map(async (client) => {
+        const info = String(await client.sendCommand(['CLIENT', 'INFO']));
+        return /\baddr=(\S+)/.exec(info)?.[1];
+      }),
+    );
+    const monitor = await createClient({ url: redis().server.url }).connect();
+    // Each command as Redis received it, by the address of the connection that sent it.
+    const seen: { address: string; command: string; key: string }[] = [];
+    try {
+      await monitor.monitor((line) => {
+        const sent = /^\S+ \[\d+ ([^\]]+)\] (.*)$/.exec(String(line));
+        if (!sent || sent[1] === 'lua') return;
+        const args = [...(sent[2] as string).matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((arg) => arg[1]);
+        const [command = '', second = '', , fourth = ''] = args;
+        const key =
+          command.toUpperCase() === 'EVALSHA' || command.toUpperCase() === 'EVAL' ? fourth : second;
+        seen.push({ address: sent[1] as string, command, key });
+      });
+      const { store, keyPrefix } = freshStore(clients());
+      const keys = Array.from({ length: 32 }, (_, index) => `spread-${index}`);
+      await Promise.all(
+        keys.map(async (key) => {
+          const claimed = await store.claim(request({ key }));
+          await store.complete(claimedToken(claimed), { kind: 'success', value: key }, 60_000);
+          expect((await store.claim(request({ key }))).status).toBe('replay');
+        }),
+      );
+      // MONITOR reports commands as Redis runs them: the marker comes after the calls'.
+      await clients()[0]?.sendCommand(['ECHO', 'spread-done']);
+      await until('MONITOR to report the marker', async () =>
+        seen.some(({ command, key }) => command === 'ECHO' && key === 'spread-done'),
+      );
+      for (const key of keys) {
+        const redisKey = recordKey(keyPrefix, request().scope, key);
+        const ofKey = seen.filter((sent) => sent.key === redisKey);
+        // The claim's SET and the PEXPIRETIME sent right behind it: on one connection, in
+        // order (on two, Redis could read the expiry before the SET had written it).
+        const set = ofKey.findIndex(({ command }) => command.toUpperCase() === 'SET');
+        const expiry = ofKey.findIndex(
+          ({ command }, index) => index > set && command.toUpperCase() === 'PEXPIRETIME',
+        );
+        expect(set, key).toBeGreaterThanOrEqual(0);
+        expect(expiry, key).toBeGreaterThan(set);
+        expect(ofKey[expiry]?.address, key).toBe(ofKey[set]?.address);
+      }
+      const used = new Set(
+        seen.filter((sent) => sent.key.startsWith(keyPrefix)).map((sent) => sent.address),
+      );
+      expect([...used].sort()).toEqual([...addresses].sort());
+    } finally {
+      await monitor.close();
+    }
+  });
+
+  it('passes over a connection that is not ready: calls go through the other at once', async () => {
+    // A client whose server is gone: node-redis keeps reconnecting (`isReady` false) and
+    // would hold every command sent to it until it is back.
+    const gone = await startRedisServer();
+    const offline = createClient({
+      url: gone.url,
+      socket: { reconnectStrategy: 50 },
+      commandOptions: { timeout: 60_000 },
+    });
+    offline.on('error', () => {});
+    await offline.connect();
+    await gone.stop();
+    await until('the client to notice', async () => !offline.isReady);
+    try {
+      const [live] = clients();
+      const { store } = freshStore([offline, live as NonNullable<typeof live>]);
+      const keys = Array.from({ length: 8 }, (_, index) => `past-${index}`);
+      const claims = await Promise.all(keys.map((key) => store.claim(request({ key }))));
+      expect(claims.map(({ status }) => status)).toEqual(keys.map(() => 'claimed'));
+      await Promise.all(
+        claims.map((claimed) =>
+          store.complete(claimedToken(claimed), { kind: 'success', value: 1 }, 60_000),
+        ),
+      );
+      expect((await store.claim(request({ key: 'past-0' }))).status).toBe('replay');
+    } finally {
+      offline.destroy();
+    }
+  });
+
+  it('refuses an empty list, a value that is no client, and clients of different kinds', () => {
+    const refusal = (connection: unknown) => {
+      try {
+        redisStore(connection as never);
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    };
+    const clusterLike = {
+      evalSha: async () => 1,
+      eval: async () => 1,
+      masters: [],
+      nodeClient: async () => clients()[0],
+    };
+    for (const [connection, message] of [
+      [[], /empty array/],
+      [undefined, /got undefined, which is not a node-redis client/],
+      [[clients()[0], 'redis://localhost'], /got the string "redis:\/\/localhost" at index 1/],
+      [[clients()[0], clusterLike], /different kinds/],
+    ] as const) {
+      const refused = refusal(connection);
+      expect(isConfigurationError(refused), String(refused)).toBe(true);
+      expect(String(refused)).toMatch(message);
     }
   });
 });
