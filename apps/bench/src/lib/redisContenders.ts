@@ -28,16 +28,19 @@ function expectResult(name: string, key: string, value: unknown): void {
 }
 
 /**
- * idem as its README has a user run it: `createIdempotency({ store: redisStore(client) })`
- * on a connected node-redis client, `execute` per call (claim → handler → complete; a
- * repeat is one claim that answers the stored outcome).
+ * idem as its README has a user run it: `createIdempotency({ store: redisStore(clients) })`
+ * on `connections` connected node-redis clients (the README gives it two for many
+ * concurrent calls), `execute` per call (claim → handler → complete; a repeat is one claim
+ * that answers the stored outcome).
  */
-export async function idemContender(url: string): Promise<Contender> {
-  const client = await createClient({ url }).connect();
-  const idempotency = createIdempotency({ store: redisStore(client) });
+export async function idemContender(url: string, connections = 1): Promise<Contender> {
+  const clients = await Promise.all(
+    Array.from({ length: connections }, () => createClient({ url }).connect()),
+  );
+  const idempotency = createIdempotency({ store: redisStore(clients) });
   const scope = 'tenant:bench/orders.create';
   return {
-    name: 'idem (createIdempotency + redisStore)',
+    name: `idem (createIdempotency + redisStore, ${connections === 1 ? 'one connection' : `${connections} connections`})`,
     async first(key) {
       const result = await idempotency.execute({ scope, key, input: BODY }, handler);
       if (result.replayed) throw new Error(`idem: the first call of ${key} was a replay`);
@@ -49,7 +52,7 @@ export async function idemContender(url: string): Promise<Contender> {
       if (!result.replayed) throw new Error(`idem: the repeat of ${key} was not a replay`);
       expectResult('idem', key, result.value);
     },
-    close: () => client.close(),
+    close: () => Promise.all(clients.map((client) => client.close())).then(() => {}),
   };
 }
 

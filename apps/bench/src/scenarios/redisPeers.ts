@@ -64,7 +64,9 @@ async function runKeys(
  * idem's Redis store against node-idempotency on the same `redis-server` (one started
  * here, no persistence), and against the floor of bare `SET NX` + `SET` (first call) /
  * `GET` (replay): N new keys per round, first calls then their replays, at 16 and at 1
- * call in flight, each contender on its own connection. Rounds interleave the contenders
+ * call in flight, each contender on connections of its own: idem on two, as its README
+ * has it for concurrent calls (judged), and on one (shown beside it), the peer and the
+ * floor on one each. Rounds interleave the contenders
  * (a different one first each round), so all see the same machine load; ratios are
  * medians of per-round ratios. Each row's note says what Redis did per call (`INFO
  * commandstats`: commands and server µs).
@@ -80,7 +82,8 @@ export async function redisPeers(context: RunContext): Promise<void> {
     contenders.push(
       await floorContender(server.url),
       await nodeIdempotencyContender(server.url),
-      await idemContender(server.url),
+      await idemContender(server.url, 2),
+      await idemContender(server.url, 1),
     );
     for (const inFlight of [16, 1]) {
       const results = new Map<Contender, Record<Phase, PhaseResult[]>>(
@@ -106,7 +109,12 @@ export async function redisPeers(context: RunContext): Promise<void> {
         );
         const shift = Math.max(0, round) % contenders.length;
         for (const contender of [...contenders.slice(shift), ...contenders.slice(0, shift)]) {
-          const keys = Array.from({ length: keysPerRound }, (_, i) => `k${inFlight}-${round}-${i}`);
+          // Keys of their own: idem's two contenders share the server and the key prefix.
+          const of = contenders.indexOf(contender);
+          const keys = Array.from(
+            { length: keysPerRound },
+            (_, i) => `k${inFlight}-${round}-${of}-${i}`,
+          );
           const first = await phase(contender, 'first', keys);
           const replay = await phase(contender, 'replay', keys);
           if (warmUp) continue;
@@ -129,20 +137,17 @@ function reportLevel(
   contenders: readonly Contender[],
   results: Map<Contender, Record<Phase, PhaseResult[]>>,
 ): void {
-  const [floor, peer, idem] = contenders.map((contender) => {
+  type Subject = { contender: Contender; result: Record<Phase, PhaseResult[]> };
+  const [floor, peer, idem, idemOnOne] = contenders.map((contender) => {
     const result = results.get(contender);
     if (!result) throw new Error(`no results for ${contender.name}`);
     return { contender, result };
-  }) as [
-    { contender: Contender; result: Record<Phase, PhaseResult[]> },
-    { contender: Contender; result: Record<Phase, PhaseResult[]> },
-    { contender: Contender; result: Record<Phase, PhaseResult[]> },
-  ];
+  }) as [Subject, Subject, Subject, Subject];
   const target = TARGETS[inFlight] ?? { peer: 1 };
   for (const name of ['first', 'replay'] as const) {
     const ratioTo = (measured: PhaseResult[], base: PhaseResult[]) =>
       median(perRound(measured, base, (value, of) => value.perSecond / of.perSecond));
-    const row = (subject: typeof floor) => {
+    const row = (subject: Subject) => {
       const phases = subject.result[name];
       const latency = summarize(phases.flatMap((phase) => phase.latencies));
       const commands = median(phases.map((phase) => phase.commandsPerCall));
@@ -168,6 +173,11 @@ function reportLevel(
       target: `≥ ${target.peer.toFixed(2)}× peer${target.floor === undefined ? '' : `, ≥ ${target.floor.toFixed(2)}× floor`}`,
       verdict: judged(context, verdictAtLeast(met ? 1 : 0, 1)),
       note: `${formatRatio(toPeer)} node-idempotency; ${idemRow.note}`,
+    });
+    const onOne = row(idemOnOne);
+    context.report({
+      ...onOne,
+      note: `${formatRatio(ratioTo(idemOnOne.result[name], peer.result[name]))} node-idempotency; ${onOne.note}`,
     });
   }
 }

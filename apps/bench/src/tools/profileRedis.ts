@@ -1,5 +1,5 @@
 /**
- * `tsx src/tools/profileRedis.ts <idem|peer|floor> [inFlight=16] [keys=20000] [rounds=3]`:
+ * `tsx src/tools/profileRedis.ts <idem|idem2|peer|floor> [inFlight=16] [keys=20000] [rounds=3]`:
  * one contender of the `redis-peers` scenario alone on a throwaway `redis-server`, first
  * calls then replays of `keys` new keys per round, `inFlight` at a time; prints calls/s
  * and what Redis did per call (`INFO commandstats`). For profiles of where a call's time
@@ -18,7 +18,8 @@ import { redisServerCpu } from '../lib/redisProbe.js';
 import { callsPerSecond } from '../lib/workers.js';
 
 const CONTENDERS: Record<string, (url: string) => Promise<Contender>> = {
-  idem: idemContender,
+  idem: (url) => idemContender(url),
+  idem2: (url) => idemContender(url, 2),
   peer: nodeIdempotencyContender,
   floor: floorContender,
 };
@@ -26,7 +27,10 @@ const CONTENDERS: Record<string, (url: string) => Promise<Contender>> = {
 const [name = 'idem', inFlightArg = '16', keysArg = '20000', roundsArg = '3'] =
   process.argv.slice(2);
 const make = CONTENDERS[name];
-if (!make) throw new Error(`profileRedis: no contender "${name}"; one of idem, peer, floor`);
+if (!make)
+  throw new Error(
+    `profileRedis: no contender "${name}"; one of idem, idem2 (on two connections), peer, floor`,
+  );
 const [inFlight, keys, rounds] = [inFlightArg, keysArg, roundsArg].map(Number) as [
   number,
   number,
