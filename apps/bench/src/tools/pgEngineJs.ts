@@ -1,14 +1,16 @@
 /**
  * `tsx src/tools/pgEngineJs.ts [calls=200000] [phases=first,replay]`: what the engine on
  * Postgres (`createIdempotency` + `drizzleStore` on postgres-js) costs in JavaScript alone,
- * without the database. Each statement is answered once by Postgres (a scratch database),
+ * without the database. Each statement of each phase is answered once by Postgres (a
+ * scratch database, 16 calls in flight as below, so the store gathers calls as it will),
  * and those answers are then handed back at once by a stand-in for the postgres-js client,
- * so every call runs idem's and Drizzle's code and none of the network's, the driver's or
- * the server's: µs per call (16 in flight) and this process's CPU per call. Steadier than
- * any timing against the database; run it under `node --cpu-prof --import tsx` to see where
- * the time goes. `ALLOC=1` also prints what each phase allocates per call, by function (V8's
- * sampling heap profiler, objects collected since included): garbage the collector must
- * then sweep while the calls wait. The profiler slows the calls: compare timings without it.
+ * made over for each call's scope and key (see `answerFrom`), so every call runs idem's and
+ * Drizzle's code and none of the network's, the driver's or the server's: µs per call (16
+ * in flight) and this process's CPU per call. Steadier than any timing against the
+ * database; run it under `node --cpu-prof --import tsx` to see where the time goes.
+ * `ALLOC=1` also prints what each phase allocates per call, by function (V8's sampling heap
+ * profiler, objects collected since included): garbage the collector must then sweep while
+ * the calls wait. The profiler slows the calls: compare timings without it.
  */
 import { randomUUID } from 'node:crypto';
 import type { HeapProfiler } from 'node:inspector';
@@ -38,47 +40,96 @@ type Rows = unknown[][];
 type Query = Promise<unknown[]> & { values(): Promise<Rows> };
 type Unsafe = (text: string, params: unknown[], options: { prepare: boolean }) => Query;
 
-/** The statement a text is: the first word tells idem's statements apart. */
-const statementOf = (text: string) => text.slice(0, text.indexOf(' '));
+/** What Postgres answered to one statement text, once: the call's scope and key, its rows. */
+interface Sample {
+  scope: unknown;
+  key: unknown;
+  rows: Rows;
+}
+
+/**
+ * The scope and key of each call a statement carries: a statement of several calls
+ * (gathered) binds them as arrays, `[scopes, keys, …]` (a completion after its status and
+ * lease, `[status, lease, scopes, keys, …]`); a statement of one call as its first two values.
+ */
+function callsOf(params: readonly unknown[]): { scope: unknown; key: unknown }[] {
+  const arrays = params.filter(Array.isArray) as unknown[][];
+  if (arrays.length >= 2) {
+    const [scopes, keys] = arrays as [unknown[], unknown[]];
+    return scopes.map((scope, index) => ({ scope, key: keys[index] }));
+  }
+  return [{ scope: params[0], key: params[1] }];
+}
+
+/**
+ * The answer Postgres gave `sample`, made over for the calls of `params`: the sample's
+ * first row once per call, its scope and key replaced by the call's, and a leading place
+ * (a gathered statement's 1-based position of the call) set to the call's. A sample with
+ * no rows answers no rows (a claim that found its key, an insert that inserted nothing).
+ */
+function answerFrom(sample: Sample, params: readonly unknown[]): Rows {
+  const [template] = sample.rows;
+  if (template === undefined) return [];
+  const gathered = params.some(Array.isArray);
+  return callsOf(params).map(({ scope, key }, index) =>
+    template.map((value, column) => {
+      if (gathered && column === 0 && typeof value === 'string' && /^\d+$/.test(value)) {
+        return String(index + 1);
+      }
+      if (value === sample.key) return key;
+      if (value === sample.scope) return scope;
+      return value;
+    }),
+  );
+}
 
 runMain(async () => {
   const calls = Number(process.argv[2] ?? 200_000);
   const phases = (process.argv[3] ?? 'first,replay').split(',') as Phase[];
   const { client } = await measuredDatabase('idem_js', 4);
 
-  // Postgres answers each statement once: a new key's claim and completion, then replays.
-  const answers = new Map<string, Rows>();
+  // Postgres answers each statement of each phase once, 16 calls in flight on a store of
+  // its own per phase (as below): new keys, then the same keys again.
+  const samples: Record<Phase, Map<string, Sample>> = { first: new Map(), replay: new Map() };
+  let phase: Phase = 'first';
   const unsafe = client.unsafe.bind(client) as unknown as Unsafe;
   const recording: Unsafe = (text, params, options) => {
     const query = unsafe(text, params, options);
     const values = query.values.bind(query);
     query.values = async () => {
       const rows = await values();
-      if (rows.length > 0) answers.set(statementOf(text), rows);
+      const known = samples[phase].get(text);
+      if (known === undefined || (known.rows.length === 0 && rows.length > 0)) {
+        const [row] = rows;
+        // A gathered statement's sample: the call its first row answers.
+        const of = callsOf(params);
+        const call = (row && of.find(({ key }) => row.includes(key))) ?? of[0];
+        samples[phase].set(text, { scope: call?.scope, key: call?.key, rows });
+      }
       return rows;
     };
     return query;
   };
-  const recorded = createIdempotency({
-    store: drizzleStore(drizzle(Object.assign(Object.create(client), { unsafe: recording }))),
-  });
-  const key = randomUUID();
-  // Enough replays for the store to read first (its claims found their key).
-  for (let call = 0; call < 40; call++) {
-    await recorded.execute({ scope: SCOPE, key, input: INPUT }, async () => RESULT);
+  const recordedDb = drizzle(Object.assign(Object.create(client), { unsafe: recording }));
+  const recordKeys = Array.from({ length: 64 }, () => randomUUID());
+  for (const current of ['first', 'replay'] as const) {
+    phase = current;
+    const recorded = createIdempotency({ store: drizzleStore(recordedDb) });
+    await callsPerSecond(IN_FLIGHT, recordKeys.length, async (call) => {
+      const key = recordKeys[call] as string;
+      await recorded.execute({ scope: SCOPE, key, input: INPUT }, async () => RESULT);
+    });
   }
 
-  // The stand-in: a new key's INSERT claims it and a read finds nothing while new keys run;
-  // a replay's INSERT finds the key and its read the completed row.
-  let phase: Phase = 'first';
-  const answer = (text: string): Rows => {
-    const statement = statementOf(text);
-    if (phase === 'replay' && statement === 'insert') return [];
-    if (phase === 'first' && statement === 'select') return [];
-    return answers.get(statement) ?? [];
-  };
-  const standIn: Unsafe = (text) => {
-    const rows = answer(text);
+  // The stand-in: each statement answered from its sample, made over for its calls.
+  const standIn: Unsafe = (text, params) => {
+    const sample = samples[phase].get(text);
+    if (sample === undefined) {
+      throw new Error(
+        `pgEngineJs: no answer recorded for this ${phase} statement: ${text.slice(0, 80)}…`,
+      );
+    }
+    const rows = answerFrom(sample, params);
     return Object.assign(Promise.resolve(rows), {
       values: () => Promise.resolve(rows.map((row) => [...row])),
     });
