@@ -64,6 +64,7 @@ export function newKeyClaim(
    * by that user could read either. Unset again after an error that is not a refusal.
    */
   let expiryReadable: Promise<void> | undefined;
+  let expiryChecked = false;
   const refused = (error: unknown): undefined => {
     const message = error instanceof Error ? error.message : '';
     // A hash record of 0.1: only the script reads it.
@@ -100,10 +101,13 @@ export function newKeyClaim(
     }
     const lifetime = Math.max(leaseMs, ttlMs);
     if (lifetime < 2) return undefined;
-    if (expiryReadable === undefined) {
-      // Once per store (again after an error that is no refusal), one round trip before.
-      expiryReadable = command('claim (PEXPIRETIME)', redisKey, ['PEXPIRETIME', redisKey]).then(
-        () => {},
+    if (!expiryChecked) {
+      // Once per store (again after an error that is no refusal), one round trip before; the
+      // claims asked for meanwhile wait for its answer too.
+      expiryReadable ??= command('claim (PEXPIRETIME)', redisKey, ['PEXPIRETIME', redisKey]).then(
+        () => {
+          expiryChecked = true;
+        },
         (error: unknown) => {
           expiryReadable = undefined;
           refused(error);
