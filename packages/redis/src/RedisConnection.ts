@@ -103,54 +103,75 @@ function rawCommand(client: ScriptRunner & CommandOptionsOf): CommandSender | un
 }
 
 /**
- * The store's ways of sending to `client`, made once per store.
- *
+ * One client as the store sends through it: its senders without the store's bound, the
+ * bound (see `redisSenders`), and how many of its commands are in flight.
+ */
+interface Connection extends RedisSenders {
+  readonly client: RedisConnection;
+  readonly bound: CommandBound | undefined;
+  inFlight: number;
+}
+
+/**
  * node-redis 6 bounds every command by its client's `commandOptions.timeout` (5 s unless
  * set) with an `AbortSignal.timeout` of its own, which costs several times what the
  * command costs in the client once calls overlap. The store keeps that bound, the same
- * number of milliseconds, with one timer for all its calls ({@link CommandBound}), and
- * sends through a view of the client without it. A client whose timeout is off (0) gets
- * no bound, as before.
+ * number of milliseconds, with one timer for all its calls on the client
+ * ({@link CommandBound}), and sends through a view of the client without it. A client whose
+ * timeout is off (0) gets no bound, as before.
  */
-export function redisSenders(client: RedisConnection): RedisSenders {
+function connectionOf(client: RedisConnection): Connection {
   const runner = client as RedisConnection & CommandOptionsOf;
   const { _commandOptions: options, withCommandOptions } = runner;
   const timeoutMs = options?.timeout;
   if (!(typeof timeoutMs === 'number' && timeoutMs > 0) || withCommandOptions === undefined) {
-    return { script: scriptCall(runner), command: rawCommand(runner) };
+    const [script, command] = [scriptCall(runner), rawCommand(runner)];
+    return { client, script, command, bound: undefined, inFlight: 0 };
   }
   const unbounded = withCommandOptions.call(client, { ...options, timeout: 0 });
-  const call = scriptCall(unbounded);
-  const raw = rawCommand(unbounded);
-  const bound = new CommandBound(timeoutMs);
-  return {
-    script: (script, key, args) =>
-      bound.run(`${script.name} script`, key, () => call(script, key, args)),
-    command: raw && ((what, key, args) => bound.run(what, key, () => raw(what, key, args))),
-  };
+  const [script, command] = [scriptCall(unbounded), rawCommand(unbounded)];
+  return { client, script, command, bound: new CommandBound(timeoutMs), inFlight: 0 };
+}
+
+/** `send()`, bounded by `connection`'s timeout where it has one. */
+function boundOn<T>(connection: Connection, what: string, key: string, send: () => Promise<T>) {
+  return connection.bound ? connection.bound.run(what, key, send) : send();
 }
 
 /**
- * How the store talks to Redis through `clients`, several connections to one Redis sending
- * as one (one client: its `redisSenders`). A key with commands in flight sends its next
- * ones on the same connection, so one key's commands keep the order they were sent in, as
- * on a single connection; any other key goes to the connection with the fewest commands in
- * flight. Under load that sends a call's next command on the connection
- * whose replies are being handled, so the connections take turns: Redis runs one's commands
- * while this process handles the other's replies, where a single connection leaves one of
- * the two idle while the other works. A connection that is not ready (node-redis
- * reconnecting) gets no new key while another is. Plain commands only where every
- * connection takes them.
+ * The store's ways of sending to Redis through `clients`, made once per store: one client's
+ * senders, or several connections to one Redis sending as one. Then a key with commands in
+ * flight sends its next ones on the same connection, so one key's commands keep the order
+ * they were sent in, as on a single connection (a command that outlived its timeout counts
+ * as in flight until Redis answers it); any other key goes to the connection with the fewest
+ * commands in flight, passing over one node-redis is reconnecting. Under load that sends a
+ * call's next command on the connection whose replies are being handled, so the connections
+ * take turns: Redis runs one's commands while this process handles the other's replies,
+ * where a single connection leaves one of the two idle while the other works. Plain
+ * commands only where every connection takes them.
  */
-export function spreadSenders(
+export function redisSenders(
   clients: readonly [RedisConnection, ...RedisConnection[]],
 ): RedisSenders {
-  if (clients.length === 1) return redisSenders(clients[0]);
-  const connections = clients.map((client) => ({ ...redisSenders(client), client, inFlight: 0 }));
-  type Connection = (typeof connections)[number];
+  const connections = clients.map(connectionOf);
+  const [only] = connections as [Connection];
+  if (connections.length === 1) {
+    const { script, command } = only;
+    if (!only.bound) return { script, command };
+    return {
+      script: (sent, key, args) =>
+        boundOn(only, `${sent.name} script`, key, () => script(sent, key, args)),
+      command:
+        command && ((what, key, args) => boundOn(only, what, key, () => command(what, key, args))),
+    };
+  }
   /** Each key with commands in flight: its connection, and how many. */
   const busy = new Map<string, { connection: Connection; commands: number }>();
-  const on = <Answer>(key: string, send: (connection: Connection) => Promise<Answer>) => {
+  const on = <Answer>(
+    what: string,
+    key: string,
+    send: (connection: Connection) => Promise<Answer>,
+  ): Promise<Answer> => {
     let entry = busy.get(key);
     if (entry === undefined) {
       // A connection that is reconnecting would hold the command until it is back.
@@ -159,7 +180,7 @@ export function spreadSenders(
         if (!isReady(other.client)) continue;
         if (connection === undefined || other.inFlight < connection.inFlight) connection = other;
       }
-      entry = { connection: connection ?? (connections[0] as Connection), commands: 0 };
+      entry = { connection: connection ?? only, commands: 0 };
       busy.set(key, entry);
     }
     const held = entry;
@@ -176,16 +197,17 @@ export function spreadSenders(
       done();
       throw error;
     }
+    // Counted until Redis answers: the bound below may give up on it sooner.
     sent.then(done, done);
-    return sent;
+    return boundOn(held.connection, what, key, () => sent);
   };
   const script: ScriptSender = (sent, key, args) =>
-    on(key, (connection) => connection.script(sent, key, args));
+    on(`${sent.name} script`, key, (connection) => connection.script(sent, key, args));
   if (!connections.every((connection) => connection.command !== undefined)) {
     return { script, command: undefined };
   }
   const command: CommandSender = (what, key, args) =>
-    on(key, (connection) => (connection.command as CommandSender)(what, key, args));
+    on(what, key, (connection) => (connection.command as CommandSender)(what, key, args));
   return { script, command };
 }
 

@@ -14,9 +14,9 @@ import { newKeyClaim } from './newKeyClaim.js';
 import {
   isReady,
   type RedisConnection,
+  redisSenders,
   type ScriptSender,
   scanKeys,
-  spreadSenders,
 } from './RedisConnection.js';
 import { recordKey, recordKeyPattern } from './recordKey.js';
 import { claimResultOf, recordOf } from './scriptReplies.js';
@@ -50,7 +50,7 @@ export interface RedisStoreOptions {
  * node-redis client (`createClient()` or `createCluster()`, connected), or through several
  * clients of one kind to the same Redis: a command goes on the connection with the fewest
  * commands in flight, unless its key has some in flight, which it then follows, so one key's
- * commands keep their order (see `spreadSenders`). Under many concurrent calls, two
+ * commands keep their order (see `redisSenders`). Under many concurrent calls, two
  * connections let Redis run one connection's commands while this process handles the
  * other's replies; the store neither opens nor closes them.
  *
@@ -73,7 +73,7 @@ export function redisStore(
   const clients = connectionsOf(connection);
   const prefix = keyPrefixOf(options.keyPrefix);
   const { clock } = options;
-  const { script: send, command } = spreadSenders(clients);
+  const { script: send, command } = redisSenders(clients);
   /** ARGV[1] and ARGV[2] of every script: the injected "now" (or the server's), and expiry. */
   const time = (): [string, string] => (clock ? [String(clock.now()), '0'] : ['', '1']);
   /** Runs `script` on the record `(scope, key)`: the time, then `args`. */
@@ -142,21 +142,20 @@ export function redisStore(
     },
 
     sweep: ({ limit }: SweepOptions): Promise<number> =>
-      sweepRecords(clients[0], send, prefix, limit, time),
+      sweepRecords(clients.find(isReady) ?? clients[0], send, prefix, limit, time),
   };
 }
 
 /**
  * The clients the store sends through, or `ConfigurationError`: something that is not a
- * node-redis client, an empty list, or a list that mixes one-node clients with cluster
- * clients or clients with different key prefixes of their own (a record's key must mean
- * the same key on every one of them).
+ * node-redis client, an empty list, or clients that differ in what decides the keys they
+ * reach and the user they act as (`reach`): a record's key must mean the same key on every
+ * one of them, and what one connection writes another must be allowed to read.
  */
 function connectionsOf(
   connection: RedisConnection | readonly RedisConnection[],
 ): [RedisConnection, ...RedisConnection[]] {
   const list: readonly unknown[] = Array.isArray(connection) ? connection : [connection];
-  const [first, ...rest] = list;
   const refuse = (problem: string) =>
     new ConfigurationError(
       `redisStore: ${problem}. Pass a connected node-redis client (createClient() or ` +
@@ -166,19 +165,47 @@ function connectionsOf(
   for (const [index, client] of list.entries()) {
     if (typeof (client as Partial<RedisConnection> | null)?.evalSha !== 'function') {
       const where = Array.isArray(connection) ? ` at index ${index}` : '';
-      throw refuse(`got ${shown(client)}${where}, which is not a node-redis client`);
+      throw refuse(
+        `got ${shown(client)}${where}, which is not a node-redis client (nor is an ioredis one)`,
+      );
     }
   }
-  const kind = (client: unknown) => {
-    const { _keyPrefix } = client as { _keyPrefix?: unknown };
-    return `${typeof client === 'object' && client !== null && 'masters' in client}:${String(_keyPrefix)}`;
-  };
-  if (rest.some((client) => kind(client) !== kind(first))) {
-    throw refuse(
-      'got clients of different kinds (one-node and cluster, or different key prefixes)',
-    );
+  const [expected, ...others] = list.map(reach);
+  for (const [index, traits] of others.entries()) {
+    for (const [trait, value] of Object.entries(traits)) {
+      const wanted = expected?.[trait as keyof Reach];
+      if (value === wanted) continue;
+      throw refuse(
+        `got clients that differ in their ${trait}: ${wanted} at index 0, ${value} at index ${index + 1} (every connection must reach the same keys, as the same user)`,
+      );
+    }
   }
-  return [first, ...rest] as [RedisConnection, ...RedisConnection[]];
+  return list as [RedisConnection, ...RedisConnection[]];
+}
+
+/** What decides which keys a client reaches, and as whom. */
+interface Reach {
+  kind: string;
+  'key prefix': string;
+  database: string;
+  user: string;
+}
+
+/**
+ * A node-redis client's kind, key prefix, database and user, as its options give them (a
+ * URL's too: node-redis reads them into its options).
+ */
+function reach(client: unknown): Reach {
+  const { _keyPrefix, options } = client as {
+    _keyPrefix?: unknown;
+    options?: { database?: unknown; username?: unknown; defaults?: { username?: unknown } };
+  };
+  return {
+    kind: 'masters' in (client as object) ? 'a cluster client' : 'a one-node client',
+    'key prefix': JSON.stringify(String(_keyPrefix ?? '')),
+    database: String(options?.database ?? 0),
+    user: JSON.stringify(String(options?.username ?? options?.defaults?.username ?? 'default')),
+  };
 }
 
 /** A value that is not a client, as an error message names it. */

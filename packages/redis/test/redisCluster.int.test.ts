@@ -55,7 +55,10 @@ describe('redisStore on a Redis Cluster of three masters', () => {
 
   it('runs on two cluster clients as on one: each record on its master, claims fenced', async () => {
     const { server, client } = redis();
-    const second = await createCluster({ rootNodes: server.rootNodes }).connect();
+    const second = await createCluster({
+      rootNodes: server.rootNodes,
+      defaults: { name: 'idem-second' },
+    }).connect();
     try {
       const store = redisStore([client, second], { keyPrefix: 'two:' });
       const keys = Array.from({ length: 32 }, (_, index) => `order-${index}`);
@@ -71,6 +74,13 @@ describe('redisStore on a Redis Cluster of three masters', () => {
       expect(replays.map(({ status }) => status)).toEqual(keys.map(() => 'replay'));
       const stale = leaseTokenOf(at(claims, 0).record);
       await expect(store.heartbeat(stale, 30_000)).rejects.toSatisfy(isLeaseLostError);
+      // The second client carried some of the calls: its connections ran the scripts.
+      const lists = await Promise.all(nodes.map((node) => node.sendCommand(['CLIENT', 'LIST'])));
+      const secondRan = String(lists)
+        .split('\n')
+        .filter((line) => line.includes(' name=idem-second '))
+        .some((line) => /\bcmd=eval/.test(line));
+      expect(secondRan).toBe(true);
     } finally {
       await second.close();
     }

@@ -1,3 +1,5 @@
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { isConfigurationError, isLeaseLostError } from '@idem/core';
 import { cachedStore, leaseTokenOf } from '@idem/core/store';
 import { claimedToken, storeContract } from '@idem/core/testing/contract';
@@ -455,18 +457,18 @@ describe('redisStore on two connections to one redis-server', () => {
   });
 
   it('passes over a connection that is not ready: calls go through the other at once', async () => {
-    // A client whose server is gone: node-redis keeps reconnecting (`isReady` false) and
-    // would hold every command sent to it until it is back.
-    const gone = await startRedisServer();
+    // A port that closes every connection it accepts: node-redis keeps reconnecting to it
+    // (`isReady` false) and would hold every command sent to it until it got through.
+    const closing = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => closing.listen(0, '127.0.0.1', resolve));
+    const { port } = closing.address() as AddressInfo;
     const offline = createClient({
-      url: gone.url,
-      socket: { reconnectStrategy: 50 },
+      socket: { host: '127.0.0.1', port, reconnectStrategy: 50 },
       commandOptions: { timeout: 60_000 },
     });
     offline.on('error', () => {});
-    await offline.connect();
-    await gone.stop();
-    await until('the client to notice', async () => !offline.isReady);
+    const connecting = offline.connect().catch(() => {});
+    expect(offline.isReady).toBe(false);
     try {
       const [live] = clients();
       const { store } = freshStore([offline, live as NonNullable<typeof live>]);
@@ -481,10 +483,12 @@ describe('redisStore on two connections to one redis-server', () => {
       expect((await store.claim(request({ key: 'past-0' }))).status).toBe('replay');
     } finally {
       offline.destroy();
+      await connecting;
+      await new Promise((resolve) => closing.close(resolve));
     }
   });
 
-  it('refuses an empty list, a value that is no client, and clients of different kinds', () => {
+  it('refuses an empty list, a value that is no client, and clients that reach other keys or act as another user', () => {
     const refusal = (connection: unknown) => {
       try {
         redisStore(connection as never);
@@ -493,6 +497,7 @@ describe('redisStore on two connections to one redis-server', () => {
       }
       return undefined;
     };
+    const { url } = redis().server;
     const clusterLike = {
       evalSha: async () => 1,
       eval: async () => 1,
@@ -503,11 +508,19 @@ describe('redisStore on two connections to one redis-server', () => {
       [[], /empty array/],
       [undefined, /got undefined, which is not a node-redis client/],
       [[clients()[0], 'redis://localhost'], /got the string "redis:\/\/localhost" at index 1/],
-      [[clients()[0], clusterLike], /different kinds/],
+      [
+        [clients()[0], clusterLike],
+        /differ in their kind: a one-node client at index 0, a cluster/,
+      ],
+      [[clients()[0], createClient({ url, database: 1 })], /database: 0 at index 0, 1 at index 1/],
+      [[clients()[0], createClient({ url, keyPrefix: 'app:' })], /key prefix: "" at index 0/],
+      [[clients()[0], createClient({ url, username: 'app' })], /user: "default" at index 0/],
     ] as const) {
       const refused = refusal(connection);
       expect(isConfigurationError(refused), String(refused)).toBe(true);
       expect(String(refused)).toMatch(message);
     }
+    // Made with the same options: the same keys, as the same user.
+    expect(refusal([clients()[0], createClient({ url })])).toBeUndefined();
   });
 });
