@@ -154,15 +154,15 @@ export function redisSenders(
   clients: readonly [RedisConnection, ...RedisConnection[]],
 ): RedisSenders {
   const connections = clients.map(connectionOf);
-  const [only] = connections as [Connection];
+  const [first] = connections as [Connection];
   if (connections.length === 1) {
-    const { script, command } = only;
-    if (!only.bound) return { script, command };
+    const { script, command } = first;
+    if (!first.bound) return { script, command };
     return {
       script: (sent, key, args) =>
-        boundOn(only, `${sent.name} script`, key, () => script(sent, key, args)),
+        boundOn(first, `${sent.name} script`, key, () => script(sent, key, args)),
       command:
-        command && ((what, key, args) => boundOn(only, what, key, () => command(what, key, args))),
+        command && ((what, key, args) => boundOn(first, what, key, () => command(what, key, args))),
     };
   }
   /** Each key with commands in flight: its connection, and how many. */
@@ -180,7 +180,7 @@ export function redisSenders(
         if (!isReady(other.client)) continue;
         if (connection === undefined || other.inFlight < connection.inFlight) connection = other;
       }
-      entry = { connection: connection ?? only, commands: 0 };
+      entry = { connection: connection ?? first, commands: 0 };
       busy.set(key, entry);
     }
     const held = entry;
