@@ -180,7 +180,8 @@ function connectionsOf(
       );
     }
   }
-  return list as [RedisConnection, ...RedisConnection[]];
+  // A copy: the caller may change its array later.
+  return [...list] as [RedisConnection, ...RedisConnection[]];
 }
 
 /** What decides which keys a client reaches, and as whom. */

@@ -456,6 +456,16 @@ describe('redisStore on two connections to one redis-server', () => {
     }
   });
 
+  it('keeps the clients it was given, whatever becomes of the array', async () => {
+    const given = [...clients()];
+    const { store } = freshStore(given);
+    given.length = 0;
+    expect((await store.claim(request({ key: 'kept' }))).status).toBe('claimed');
+    // The sweep scans through one of the clients: the live record stays.
+    expect(await store.sweep({ limit: 10 })).toBe(0);
+    expect((await store.get(request().scope, 'kept'))?.status).toBe('in_progress');
+  });
+
   it('passes over a connection that is not ready: calls go through the other at once', async () => {
     // A port that closes every connection it accepts: node-redis keeps reconnecting to it
     // (`isReady` false) and would hold every command sent to it until it got through.
