@@ -156,13 +156,13 @@ export function redisSenders(
   const connections = clients.map(connectionOf);
   const [first] = connections as [Connection];
   if (connections.length === 1) {
-    const { script, command } = first;
-    if (!first.bound) return { script, command };
+    const { script, command, bound } = first;
+    if (!bound) return { script, command };
     return {
       script: (sent, key, args) =>
-        boundOn(first, `${sent.name} script`, key, () => script(sent, key, args)),
+        bound.run(`${sent.name} script`, key, () => script(sent, key, args)),
       command:
-        command && ((what, key, args) => boundOn(first, what, key, () => command(what, key, args))),
+        command && ((what, key, args) => bound.run(what, key, () => command(what, key, args))),
     };
   }
   /** Each key with commands in flight: its connection, and how many. */

@@ -164,20 +164,24 @@ function reportLevel(
     };
     context.report(row(floor));
     context.report(row(peer));
-    const toPeer = ratioTo(idem.result[name], peer.result[name]);
+    /** idem's row, its ratio to node-idempotency leading the note. */
+    const idemRowOf = (subject: Subject) => {
+      const measured = row(subject);
+      const toPeer = ratioTo(subject.result[name], peer.result[name]);
+      return {
+        toPeer,
+        row: { ...measured, note: `${formatRatio(toPeer)} node-idempotency; ${measured.note}` },
+      };
+    };
+    const judgedIdem = idemRowOf(idem);
     const toFloor = ratioTo(idem.result[name], floor.result[name]);
-    const met = toPeer >= target.peer && (target.floor === undefined || toFloor >= target.floor);
-    const idemRow = row(idem);
+    const met =
+      judgedIdem.toPeer >= target.peer && (target.floor === undefined || toFloor >= target.floor);
     context.report({
-      ...idemRow,
+      ...judgedIdem.row,
       target: `≥ ${target.peer.toFixed(2)}× peer${target.floor === undefined ? '' : `, ≥ ${target.floor.toFixed(2)}× floor`}`,
       verdict: judged(context, verdictAtLeast(met ? 1 : 0, 1)),
-      note: `${formatRatio(toPeer)} node-idempotency; ${idemRow.note}`,
     });
-    const onOne = row(idemOnOne);
-    context.report({
-      ...onOne,
-      note: `${formatRatio(ratioTo(idemOnOne.result[name], peer.result[name]))} node-idempotency; ${onOne.note}`,
-    });
+    context.report(idemRowOf(idemOnOne).row);
   }
 }

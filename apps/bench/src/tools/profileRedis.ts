@@ -18,7 +18,7 @@ import { redisServerCpu } from '../lib/redisProbe.js';
 import { callsPerSecond } from '../lib/workers.js';
 
 const CONTENDERS: Record<string, (url: string) => Promise<Contender>> = {
-  idem: (url) => idemContender(url),
+  idem: idemContender,
   idem2: (url) => idemContender(url, 2),
   peer: nodeIdempotencyContender,
   floor: floorContender,

@@ -136,17 +136,19 @@ function statementParts(
   boundLockWait: boolean,
   keyLock: boolean,
 ) {
+  // The key lock is transaction mode's, which always bounds its wait.
+  if (keyLock && !boundLockWait)
+    throw new Error('idem: a claim with the key lock needs lockWaitMs');
   const now = sqlNow(clock, param.now);
   const suffix = `${clock ? '_at' : ''}${boundLockWait ? '_bounded' : ''}${keyLock ? '_locked' : ''}`;
   // `core`'s isExpired and isLeaseExpired, in SQL.
   const leaseExpired = sql`(${keys.lockedUntil} is null or ${keys.lockedUntil} <= ${now})`;
   // The values of a claimed new key. With a bound, `attempts` carries it (see
   // BOUND_LOCK_WAIT), and the key lock after it, so that the lock's wait is bounded too.
-  const bounded = boundLockWait ? BOUND_LOCK_WAIT : sql`select 1`;
   // A free key's lock is taken at once, and then nothing is bounded: no setting changes,
   // and none is put back. Only a held lock waits, bounded (the subquery runs only then).
   const lock = keyLockArgs(param.scope, param.key);
-  const waitForLock = sql`(select 1 from (select pg_advisory_xact_lock(${lock}) from (${bounded}) as bounded) as locked)`;
+  const waitForLock = sql`(select 1 from (select pg_advisory_xact_lock(${lock}) from (${BOUND_LOCK_WAIT}) as bounded) as locked)`;
   const attempts = keyLock
     ? sql`(case when pg_try_advisory_xact_lock(${lock}) then 1 else ${waitForLock} end)`
     : boundLockWait
@@ -177,11 +179,11 @@ function statementParts(
     // With a bound, RETURNING puts `lock_timeout` back: it runs after the insert (and its wait).
     // Behind a key lock taken at once there is nothing to put back, unless an earlier claim
     // of this transaction set the bound.
-    restored: boundLockWait
-      ? keyLock
-        ? RESTORE_LOCK_WAIT_IF_SET
-        : RESTORE_LOCK_WAIT
-      : sql<null>`null`,
+    restored: keyLock
+      ? RESTORE_LOCK_WAIT_IF_SET
+      : boundLockWait
+        ? RESTORE_LOCK_WAIT
+        : sql<null>`null`,
   };
 }
 
