@@ -111,7 +111,7 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
       for (const row of rows) answers[row.place - 1] = row;
       return answers;
     },
-    group: (values) => values.now,
+    group: byNow,
   });
   const insert = gathered<NewKey, number | undefined>({
     alone: alone.insertNew,
@@ -137,7 +137,7 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
         return nowMs;
       });
     },
-    group: (values) => values.now,
+    group: byNow,
     mayGather: (values) =>
       values.lockWait === undefined &&
       !MAY_CHANGE.test(values.scope) &&
@@ -163,7 +163,7 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
       for (const row of rows) answers.set(sorted[row.place - 1] as Completion, [row]);
       return calls.map((call) => answers.get(call) ?? []);
     },
-    group: (values) => values.now,
+    group: byNow,
   });
   return {
     read: (scope, key) => read(bind({ scope, key })),
@@ -171,6 +171,9 @@ export function gatheredStatements(statements: Statements, bind: Bind): StoreSen
     complete,
   };
 }
+
+/** Calls that bind one "now" may share a statement. */
+const byNow = (values: { now?: string }) => values.now;
 
 /** Orders calls by key (scope, then key): the rows of one statement go in in that order. */
 const byKey = (a: { scope: string; key: string }, b: { scope: string; key: string }) =>
