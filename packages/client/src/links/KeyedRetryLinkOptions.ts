@@ -89,7 +89,11 @@ export interface KeyedRetryLinkOptions<TRouter extends AnyRouter = AnyRouter> {
    * @default 30_000
    */
   maxRetryAfterMs?: number;
-  /** Called before each backoff sleep, e.g. for logging or metrics. @default undefined */
+  /**
+   * Called before each backoff sleep, e.g. for logging or metrics. A caller that aborts
+   * its signal or unsubscribes here (or in `retryOn`) ends the call: no further attempt is
+   * sent. @default undefined
+   */
   onRetry?: (event: RetryEvent<TRouter>) => void;
   /**
    * The jitter's source of randomness, returning numbers in [0, 1). Inject

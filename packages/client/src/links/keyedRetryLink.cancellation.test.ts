@@ -65,6 +65,54 @@ describe('keyedRetryLink: cancellation', () => {
     expect(events).toEqual([]);
   });
 
+  it('the caller aborting inside retryOn fails the call with the abort and sends nothing more', async () => {
+    const controller = new AbortController();
+    const { client, server } = setup([{ status: 503 }, { data: 'never' }], {
+      retryOn: ({ transient }) => {
+        controller.abort();
+        return transient;
+      },
+    });
+    const result = settle(client.query('x', undefined, { signal: controller.signal }));
+    await vi.runAllTimersAsync();
+    const settled = await result;
+    expect(settled.ok).toBe(false);
+    if (!settled.ok) expect(((settled.error as Error).cause as Error).name).toBe('AbortError');
+    expect(server.calls).toHaveLength(1);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('unsubscribing inside retryOn or onRetry sends nothing more and reports nothing', async () => {
+    for (const hook of ['retryOn', 'onRetry'] as const) {
+      const server = scriptedLink([{ status: 503 }, { data: 'never' }]);
+      let subscription: { unsubscribe(): void } | undefined;
+      const leave = () => subscription?.unsubscribe();
+      const link: TRPCLink<AnyRouter> = keyedRetryLink(
+        hook === 'retryOn'
+          ? {
+              retryOn: ({ transient }) => {
+                leave();
+                return transient;
+              },
+            }
+          : { onRetry: leave },
+      );
+      const chain = link({})({
+        op: { id: 1, type: 'query', path: 'x', input: undefined, context: {}, signal: null },
+        next: (op) => server.link({})({ op, next: () => expect.unreachable() }),
+      });
+      const events: string[] = [];
+      subscription = chain.subscribe({
+        next: () => events.push('next'),
+        error: () => events.push('error'),
+        complete: () => events.push('complete'),
+      });
+      await vi.runAllTimersAsync();
+      expect({ hook, calls: server.calls.length, events }).toEqual({ hook, calls: 1, events: [] });
+      expect(vi.getTimerCount()).toBe(0);
+    }
+  });
+
   it('unsubscribing during an attempt cancels that attempt', async () => {
     const server = scriptedLink([{ data: 'late' }]);
     const link: TRPCLink<AnyRouter> = keyedRetryLink();

@@ -188,6 +188,7 @@ function onAttemptFailed<TRouter extends AnyRouter>(
   const { op, settings } = call;
   const failed = { op, error, attempt, now: Date.now(), deadlineAt: call.deadlineAt };
   const decision = decideRetry(failed, settings.policy);
+  if (hasEnded(call)) return; // the caller unsubscribed inside `retryOn`
   if (decision.kind !== 'retry') {
     end(call, decision.error);
     return;
@@ -203,10 +204,15 @@ function onAttemptFailed<TRouter extends AnyRouter>(
     end(call, toClientError(thrown));
     return;
   }
+  if (hasEnded(call)) return; // the caller unsubscribed inside `onRetry`
   sleepThenSend(call, attempt, paid, decision.delayMs);
 }
 
-/** Sleeps `delayMs`, then sends the attempt after `attempt`; the caller's abort ends the sleep. */
+/**
+ * Sleeps `delayMs`, then sends the attempt after `attempt`; the caller's abort ends the
+ * sleep, or the call at once if it came while the retry was decided (in `retryOn` or
+ * `onRetry`).
+ */
 function sleepThenSend<TRouter extends AnyRouter>(
   call: Call<TRouter>,
   attempt: number,
@@ -214,12 +220,18 @@ function sleepThenSend<TRouter extends AnyRouter>(
   delayMs: number,
 ): void {
   const { signal } = call.op;
-  const onAbort = () => {
-    clearTimeout(timer);
+  const aborted = () =>
     end(
       call,
       toClientError(signal?.reason ?? new DOMException('This operation was aborted', 'AbortError')),
     );
+  if (signal?.aborted) {
+    aborted();
+    return;
+  }
+  const onAbort = () => {
+    clearTimeout(timer);
+    aborted();
   };
   const stopListeningForAbort = () => signal?.removeEventListener('abort', onAbort);
   const timer = setTimeout(() => {
@@ -229,6 +241,9 @@ function sleepThenSend<TRouter extends AnyRouter>(
   signal?.addEventListener('abort', onAbort, { once: true });
   call.state = { status: 'sleeping', attempt, ledger, timer, stopListeningForAbort };
 }
+
+/** Whether the call ended: read anew after running the caller's code, which may unsubscribe. */
+const hasEnded = (call: Call<AnyRouter>) => call.state.status === 'ended';
 
 /** Fails the call with `error`. */
 function end<TRouter extends AnyRouter>(
