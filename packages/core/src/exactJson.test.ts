@@ -74,6 +74,16 @@ describe('exactJson', () => {
     expect(canonicalDecimal(`0.1e-${'0'.repeat(20)}1`)).toBe(`1e-2`);
     expect(canonicalDecimal(`100e-1${'0'.repeat(15)}`)).toBe(`1e-${'9'.repeat(14)}8`);
   });
+
+  it('reads a hostile literal of a million zeros between two digits in one pass', () => {
+    // Trimming the zeros with /0+$/ took minutes here (each run of zeros tried to its end).
+    const zeros = '0'.repeat(1_000_000);
+    expect(canonicalDecimal(`1${zeros}1`)).toBe(`1${zeros}1e0`);
+    expect(canonicalDecimal(`0.${zeros}1`)).toBe('1e-1000001');
+    expect(canonicalDecimal(`1${zeros}`)).toBe('1e1000000');
+    const body = `{"cents":1${zeros}1}`;
+    expect(exactJson(body, JSON.parse(body))).toEqual({ cents: expect.anything() });
+  });
 });
 
 describe('canonicalDecimal', () => {

@@ -6,7 +6,7 @@ import { MAX_NESTING } from './serializer.js';
  * `1e400`). It fingerprints as `{"$number":"<canonical decimal>"}`, so two literals that a
  * bigint- or decimal-aware parser tells apart never share a fingerprint.
  */
-class ExactNumber {
+export class ExactNumber {
   constructor(readonly canonical: string) {}
 
   toJSON(): { $number: string } {
@@ -71,8 +71,12 @@ export function canonicalDecimal(literal: string): string {
   if (!match) throw new TypeError(`not a decimal literal: ${literal.slice(0, 40)}`);
   const [, sign, whole = '', fraction = '', exponentText = '0'] = match;
   let digits = `${whole}${fraction}`.replace(/^0+/, '');
-  const trailing = digits.length - digits.replace(/0+$/, '').length;
-  digits = digits.slice(0, digits.length - trailing);
+  // A loop, not /0+$/: that regex tries each run of zeros to its end, which makes a
+  // hostile literal of many zeros and a last nonzero digit quadratic.
+  let end = digits.length;
+  while (end > 0 && digits.charCodeAt(end - 1) === DIGIT_0) end--;
+  const trailing = digits.length - end;
+  digits = digits.slice(0, end);
   if (digits.length === 0) return '0e0';
   const exponent = addSmall(exponentText, trailing - fraction.length);
   return `${sign}${digits}e${exponent}`;
