@@ -36,7 +36,8 @@
  * carried the same information.
  */
 import { UnserializableValueError } from './errors/UnserializableValueError.js';
-import { escapeSegment, type PointerSegment, PointerTrail } from './PointerTrail.js';
+import { ExactNumber } from './exactJson.js';
+import { escapeSegment, type PointerSegment, PointerTrail, pathInMessage } from './PointerTrail.js';
 import { MAX_NESTING } from './serializer.js';
 
 const UNDEFINED_TAG = '{"$undefined":true}';
@@ -44,11 +45,25 @@ const UNDEFINED_TAG = '{"$undefined":true}';
 /** Where the writer is: its path, and the objects from the root down (each at its depth). */
 interface Trail extends PointerTrail {
   ancestors: Map<object, number>;
+  /** The levels above the caller's data (`outerLevels`): paths in errors start below them. */
+  outer: number;
+}
+
+/** How `canonicalJson` reads its value. */
+export interface CanonicalJsonOptions {
+  /**
+   * How many levels of the value the caller wrapped around the data it fingerprints (one
+   * for `{ path, input }`): nesting is counted below them, so the data itself may be
+   * `MAX_NESTING` (1,000) levels deep, and paths in errors start below them.
+   * @default 0
+   */
+  outerLevels?: number;
 }
 
 /** Deterministic canonical JSON for fingerprints. See the module comment for the rules. */
-export function canonicalJson(value: unknown): string {
-  const trail = Object.assign(new PointerTrail(), { ancestors: new Map<object, number>() });
+export function canonicalJson(value: unknown, options: CanonicalJsonOptions = {}): string {
+  const outer = options.outerLevels ?? 0;
+  const trail = Object.assign(new PointerTrail(), { ancestors: new Map<object, number>(), outer });
   return write(value, '', trail) ?? UNDEFINED_TAG;
 }
 
@@ -73,6 +88,8 @@ function write(value: unknown, key: string, trail: Trail): string | undefined {
   }
   if (value === null) return 'null';
 
+  // A number kept as its literal: a leaf, as every other number (the text its toJSON makes).
+  if (value instanceof ExactNumber) return `{"$number":${JSON.stringify(value.canonical)}}`;
   let object = value as object;
   const toJSON = (object as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === 'function' && !isTaggedType(object)) {
@@ -86,22 +103,22 @@ function write(value: unknown, key: string, trail: Trail): string | undefined {
   }
 
   const { ancestors } = trail;
-  if (ancestors.size >= MAX_NESTING) {
-    const path = trail.toString();
+  if (ancestors.size >= MAX_NESTING + trail.outer) {
+    const path = trail.toString(undefined, trail.outer);
     throw new UnserializableValueError(
       path,
-      `Cannot fingerprint a value nested more than ${MAX_NESTING} levels deep (at ${path}). ` +
+      `Cannot fingerprint a value nested more than ${MAX_NESTING} levels deep (at ${pathInMessage(path)}). ` +
         'Send flatter data.',
     );
   }
   const ancestorDepth = ancestors.get(object);
   if (ancestorDepth !== undefined) {
-    const path = trail.toString();
-    const ancestorPath = trail.toString(ancestorDepth);
+    const path = trail.toString(undefined, trail.outer);
+    const ancestorPath = trail.toString(ancestorDepth, trail.outer);
     throw new UnserializableValueError(
       path,
-      `Cannot fingerprint a value with a cycle: ${path || '/'} refers back to ` +
-        `${ancestorPath || 'the root'}. Pass plain data (a tree): copy the fields the ` +
+      `Cannot fingerprint a value with a cycle: ${pathInMessage(path) || '/'} refers back to ` +
+        `${pathInMessage(ancestorPath) || 'the root'}. Pass plain data (a tree): copy the fields the ` +
         'request needs into a new object instead of passing a linked structure.',
     );
   }

@@ -1,5 +1,5 @@
 import { UnserializableValueError } from './errors/UnserializableValueError.js';
-import { type PointerSegment, PointerTrail } from './PointerTrail.js';
+import { type PointerSegment, PointerTrail, pathInMessage } from './PointerTrail.js';
 import type { JsonValue } from './store/record.js';
 import { decodeTaggedJson, defineOwn } from './taggedJsonDecode.js';
 
@@ -140,7 +140,7 @@ function encode(value: unknown, trail: PointerTrail, ancestors: object[]): JsonV
       const path = trail.toString();
       throw new UnserializableValueError(
         path,
-        `Cannot store a ${typeof value} at ${path || 'the top level'}: an idempotent ` +
+        `Cannot store a ${typeof value} at ${pathInMessage(path) || 'the top level'}: an idempotent ` +
           'procedure must return data that can replay. Return plain data (objects, arrays, ' +
           'strings, numbers, Date, BigInt, Map, Set) instead.',
       );
@@ -175,7 +175,7 @@ function encode(value: unknown, trail: PointerTrail, ancestors: object[]): JsonV
     const path = trail.toString();
     throw new UnserializableValueError(
       path,
-      `Cannot store a value nested more than ${MAX_NESTING} levels deep (at ${path}). An ` +
+      `Cannot store a value nested more than ${MAX_NESTING} levels deep (at ${pathInMessage(path)}). An ` +
         'idempotent procedure must return data that can replay: flatten it.',
     );
   }
@@ -183,7 +183,7 @@ function encode(value: unknown, trail: PointerTrail, ancestors: object[]): JsonV
     const path = trail.toString();
     throw new UnserializableValueError(
       path,
-      `Cannot store a value with a cycle: ${path} refers back to one of its ancestors. ` +
+      `Cannot store a value with a cycle: ${pathInMessage(path)} refers back to one of its ancestors. ` +
         'An idempotent procedure must return plain data (a tree): copy the fields the ' +
         'response needs into a new object.',
     );

@@ -369,6 +369,30 @@ for (const backend of backends) {
 }
 
 describe('idempotentHandler without a database', () => {
+  it('a URL path too long to store in the scope is a 400 that blames the route and quotes only its start', async () => {
+    let runs = 0;
+    const handler = idempotentHandler({ store: memoryStore(), scope: () => 'user:ann' }, () => {
+      runs += 1;
+      return Response.json({ ok: true });
+    });
+    const long = `/api/items/${'a'.repeat(3_000)}`;
+    const answer = await handler(post(long, '{}', { 'Idempotency-Key': randomUUID() }));
+    expect(answer.status).toBe(400);
+    const { detail } = (await answer.json()) as { detail: string };
+    expect(detail).toContain('The route "POST /api/items/aaa');
+    expect(detail).toContain('Send it to a shorter URL');
+    expect(detail).not.toContain('principal');
+    expect(detail.length).toBeLessThan(400);
+    expect(runs).toBe(0);
+    // A long principal is still the principal's fault.
+    const named = idempotentHandler({ store: memoryStore(), scope: () => 'u'.repeat(3_000) }, () =>
+      Response.json({ ok: true }),
+    );
+    const refused = await named(post('/api/x', '{}', { 'Idempotency-Key': randomUUID() }));
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { detail: string }).detail).toContain('The principal');
+  });
+
   it('an attempt that lost its lease answers 409 LEASE_LOST with Retry-After: 0', async () => {
     const store = losingLeaseAt('complete', memoryStore());
     const handler = idempotentHandler({ store, scope: () => 'ann' }, () => new Response('late'));

@@ -1,7 +1,7 @@
 // `@idem/core/store`: for authors of stores (`IdempotencyStore` and the record's pure
 // rules) and of adapters that build on the engine (their own claim, key headers, errors).
 export { answerClaim, type ClaimAnswer, type UnclaimedClaim } from '../answerClaim.js';
-export { canonicalJson } from '../canonicalJson.js';
+export { type CanonicalJsonOptions, canonicalJson } from '../canonicalJson.js';
 export { resolveErrorPolicy, storedErrorOf } from '../errorPolicy.js';
 export { guardFor } from '../errors/IdempotencyError.js';
 export { canonicalDecimal, exactJson } from '../exactJson.js';

@@ -10,7 +10,7 @@ import {
 } from '@idem/core';
 import { isInputTooLargeError } from './InputTooLargeError.js';
 import { isStoreFailedError } from './StoreFailedError.js';
-import { UnstorablePrincipalError } from './storedScope.js';
+import { UnstorableScopeError } from './storedScope.js';
 import { STORE_FAILED_MESSAGE } from './storeFailedMessage.js';
 
 /** The codes of idem's answers, in every adapter's error format. */
@@ -76,7 +76,7 @@ export function refusalOf(error: unknown): Refusal | undefined {
     const { message, maxInputBytes } = error;
     return { status: 413, code: 'INPUT_TOO_LARGE', message, limitBytes: maxInputBytes };
   }
-  if (error instanceof UnstorablePrincipalError) return { status: 400, message: error.message };
+  if (error instanceof UnstorableScopeError) return { status: 400, message: error.message };
   if (isUnserializableValueError(error)) {
     return { status: 500, code: 'UNSERIALIZABLE_VALUE', message: error.message };
   }

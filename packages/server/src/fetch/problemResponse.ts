@@ -70,7 +70,7 @@ export function problemOf(
 /**
  * The answer to a refusal of idem's table (`refusalOf`): a problem document with idem's
  * code and its documentation link, or `about:blank` for a refusal without a code (a
- * principal the store cannot keep); the 409s carry `Retry-After` and `Idempotency-Status`.
+ * principal or a route the store cannot keep); the 409s carry `Retry-After` and `Idempotency-Status`.
  */
 export function refusalResponse(refusal: Refusal, docsUrl: string): Response {
   const { status, code, message } = refusal;

@@ -177,7 +177,7 @@ async function keyedCallOf(
   const fingerprinted = fingerprintWithin(
     { action: name, input },
     `the input of action "${name}"`,
-    action.maxInputBytes,
+    { maxBytes: action.maxInputBytes, outerLevels: 1 },
   );
   if (!fingerprinted.ok) return { refusal: fingerprinted.refusal, cause: fingerprinted.cause };
   return { scope, key, fingerprint: await fingerprinted.fingerprint, signal: NEVER_ABORTED };

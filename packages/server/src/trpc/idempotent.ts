@@ -152,11 +152,10 @@ export function idempotent(
       }
       if (key === undefined) return await unkeyed();
       const scope = storedScope(await options.scope({ ctx, path }), path, 'idempotent()');
-      const fingerprinted = fingerprintWithin(
-        { path, input: rawInput },
-        `the input of "${path}"`,
-        maxInputBytes,
-      );
+      const fingerprinted = fingerprintWithin({ path, input: rawInput }, `the input of "${path}"`, {
+        maxBytes: maxInputBytes,
+        outerLevels: 1,
+      });
       if (!fingerprinted.ok)
         return refuse(fingerprinted.cause, request, batchIndex, fingerprinted.refusal);
       let { fingerprint } = fingerprinted;

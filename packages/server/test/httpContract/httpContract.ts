@@ -194,6 +194,31 @@ export function httpContract(target: () => ContractTarget): void {
     expect(target().executionsOf(tag)).toBe(0);
   });
 
+  it('data may nest 1,000 levels; 1,001 is a 400 UNSERIALIZABLE_VALUE with a short message, whatever its numbers', async () => {
+    // The body's object is one level, its payload's arrays the rest.
+    const nested = (tag: string, levels: number, bottom: string) =>
+      `{"tag":${JSON.stringify(tag)},"payload":${'['.repeat(levels - 1)}${bottom}${']'.repeat(levels - 1)}}`;
+    for (const bottom of ['1', '1e400', '9007199254740993']) {
+      const tag = randomUUID();
+      const fits = await postRaw('echo', nested(tag, 1_000, bottom), keyed(randomUUID()));
+      expect({ bottom, status: fits.status }).toEqual({ bottom, status: 200 });
+      const key = randomUUID();
+      const deeper = await postRaw('echo', nested(tag, 1_001, bottom), keyed(key));
+      expect({ bottom, status: deeper.status }).toEqual({ bottom, status: 400 });
+      expect(target().idempotencyOf(deeper)).toMatchObject({ code: 'UNSERIALIZABLE_VALUE' });
+      expect(deeper.text).toContain('nested more than 1000 levels deep');
+      expect(target().executionsOf(tag)).toBe(1);
+      expect(await target().storedKeys(key)).toBe(0);
+    }
+    // The message quotes the start of where the nesting broke, not the client's whole path.
+    const name = 'n'.repeat(300);
+    const named = `{"tag":"t",${`"${name}":{`.repeat(1_000)}"end":1${'}'.repeat(1_001)}`;
+    const refused = await postRaw('echo', named, keyed(randomUUID()));
+    expect(refused.status).toBe(400);
+    expect(refused.text.length).toBeLessThan(2_000);
+    expect(refused.text).toContain('(1000 levels)');
+  });
+
   it('bad input stores nothing: the key stays free for the corrected request', async () => {
     const key = randomUUID();
     const tag = randomUUID();
