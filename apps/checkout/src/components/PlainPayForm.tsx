@@ -33,6 +33,11 @@ export function PlainPayForm({
 }) {
   const [state, formAction, pending] = useActionState(payPlain, IDLE);
   if (state.status === 'paid') return <PlainConfirmation state={state} />;
+  // A declined checkout is settled: its key answers the decline, and another card is
+  // another checkout. No Pay here, whose fields (reset to their defaults by the answer)
+  // would send the key with other details.
+  const declined =
+    state.status === 'declined' || (state.status === 'idle' && status === 'declined');
   return (
     <div className="card" data-testid="plain-pay">
       <h2>Pay</h2>
@@ -45,31 +50,33 @@ export function PlainPayForm({
         />
       )}
       <StateNotice state={state} checkoutId={checkoutId} />
-      <form action={formAction} data-testid="plain-pay-form">
-        <input {...keyField} />
-        <label className="field">
-          Email for the receipt
-          <input type="email" name="email" defaultValue="ada@example.com" required />
-        </label>
-        <label className="field">
-          Card number
-          <input inputMode="numeric" name="cardNumber" defaultValue="4242 4242 4242 4242" />
-          <span className="hint">
-            4242 4242 4242 4242 always pays, 4000 0000 0000 0002 is always declined.
-          </span>
-        </label>
-        {killSwitch && (
-          <p>
-            <label>
-              <input type="checkbox" name="kill-after-charge" data-testid="kill-after-charge" />{' '}
-              Kill the server right after the charge (SIGKILL; start it again, then reload)
-            </label>
-          </p>
-        )}
-        <button type="submit" className="primary pay" data-testid="pay">
-          {pending ? 'Paying…' : 'Pay'}
-        </button>
-      </form>
+      {!declined && (
+        <form action={formAction} data-testid="plain-pay-form">
+          <input {...keyField} />
+          <label className="field">
+            Email for the receipt
+            <input type="email" name="email" defaultValue="ada@example.com" required />
+          </label>
+          <label className="field">
+            Card number
+            <input inputMode="numeric" name="cardNumber" defaultValue="4242 4242 4242 4242" />
+            <span className="hint">
+              4242 4242 4242 4242 always pays, 4000 0000 0000 0002 is always declined.
+            </span>
+          </label>
+          {killSwitch && (
+            <p>
+              <label>
+                <input type="checkbox" name="kill-after-charge" data-testid="kill-after-charge" />{' '}
+                Kill the server right after the charge (SIGKILL; start it again, then reload)
+              </label>
+            </p>
+          )}
+          <button type="submit" className="primary pay" data-testid="pay">
+            {pending ? 'Paying…' : 'Pay'}
+          </button>
+        </form>
+      )}
     </div>
   );
 }
@@ -98,7 +105,7 @@ function CheckoutNotice({
   if (status === 'declined') {
     return (
       <p className="notice bad" data-testid="plain-was-declined">
-        This checkout was declined; Pay again shows that answer.{' '}
+        This checkout was declined; reloading shows that answer again.{' '}
         <a href={`/checkout/plain?checkout=${checkoutId}&retry=1`}>Pay with another card</a>
       </p>
     );
@@ -114,13 +121,22 @@ function CheckoutNotice({
   return null;
 }
 
+/** What a person reads for idem's refusals of the pay form (the others keep idem's message). */
+const REFUSALS: Partial<Record<string, string>> = {
+  KEY_MISMATCH:
+    'This checkout was already submitted with other details (another card or email), so ' +
+    'it keeps the answer it got then and cannot be paid with these.',
+  REQUEST_IN_PROGRESS:
+    'A payment of this checkout is still running. Reload in a moment: it shows how it ended.',
+};
+
 function StateNotice({ state, checkoutId }: { state: PlainPayAnswer; checkoutId: string }) {
   switch (state.status) {
     case 'declined':
       return (
         <div className="notice bad" data-testid="plain-declined">
           <strong>Declined. </strong>
-          {state.message} This answer is stored with the checkout: Pay again shows it again.{' '}
+          {state.message} This answer is stored with the checkout: reloading shows it again.{' '}
           <a href={`/checkout/plain?checkout=${checkoutId}&retry=1`}>Pay with another card</a>
         </div>
       );
@@ -134,8 +150,14 @@ function StateNotice({ state, checkoutId }: { state: PlainPayAnswer; checkoutId:
     case 'refused':
       return (
         <p className="notice warn" data-testid="plain-error" data-code={state.code}>
-          <strong>Not paid ({state.code}). </strong>
-          {state.message}
+          <strong>Not paid. </strong>
+          {REFUSALS[state.code] ?? state.message}
+          {state.code === 'KEY_MISMATCH' && (
+            <>
+              {' '}
+              <a href={`/checkout/plain?checkout=${checkoutId}&retry=1`}>Open a new checkout</a>
+            </>
+          )}
         </p>
       );
     default:

@@ -100,7 +100,7 @@ async function PlainCart({ problem }: { problem: string | undefined }) {
   const { db } = await getRuntime();
   const catalogue = await db.select().from(products).orderBy(asc(products.id));
   const message =
-    problem && problem in PLAIN_CART_PROBLEMS
+    problem && Object.hasOwn(PLAIN_CART_PROBLEMS, problem)
       ? PLAIN_CART_PROBLEMS[problem as keyof typeof PLAIN_CART_PROBLEMS]
       : undefined;
   return (
