@@ -158,6 +158,39 @@ describe('one payment per checkout, whatever the person does', () => {
     expectExactlyOnce(await settledDatabase(customer.api, key));
   });
 
+  it('a cart emptied and filled again in another tab is one cart: its older checkout is not paid again', async () => {
+    const customer = await shopper();
+    const first = customer.page;
+    await first.goto('/checkout');
+    const key = await checkoutKeyOf(first);
+    await first.reload(); // its link names the checkout now
+    expect(await checkoutKeyOf(first)).toBe(key);
+    // The second tab empties the cart, puts the same things back and pays.
+    const second = await customer.context.newPage();
+    await second.goto('/');
+    for (const name of ['Sencha, 100 g', 'Stoneware mug']) {
+      await second.getByRole('button', { name: `One less ${name}` }).click();
+    }
+    await second.getByTestId('cart-total').waitFor({ state: 'detached', timeout: WAIT_MS });
+    for (const product of ['sencha', 'mug']) {
+      await second
+        .getByTestId(`product-${product}`)
+        .getByRole('button', { name: 'Add to cart' })
+        .click();
+    }
+    await second.getByTestId('cart-total').getByText('€30.50').waitFor({ timeout: WAIT_MS });
+    await second.goto('/checkout');
+    expect(await checkoutKeyOf(second)).toBe(key);
+    await second.getByTestId('pay').click();
+    await waitForPaidOrder(second);
+    await second.close();
+
+    // The first tab still shows that checkout: it is paid, and Pay charges nothing more.
+    await first.getByTestId('already-paid').waitFor({ timeout: WAIT_MS });
+    expect(await first.getByTestId('pay').count()).toBe(0);
+    expectExactlyOnce(await settledDatabase(customer.api, key));
+  });
+
   it('a second browser paying the same checkout by its link gets the one order', async () => {
     const owner = await shopper();
     await owner.page.goto('/checkout');
@@ -210,6 +243,15 @@ describe('one payment per checkout, whatever the person does', () => {
     await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
     await screenshot(page, 'm-outcome-unknown');
 
+    // Another tab adds to the cart meanwhile: this page stays on the payment it may have made.
+    const other = await customer.context.newPage();
+    await other.goto('/');
+    await other.getByTestId('product-honey').getByRole('button', { name: 'Add to cart' }).click();
+    await other.close();
+    // This tab hears of it (the cart's count: honey alone once the paid lines settled).
+    await page.getByRole('link', { name: /^Checkout \((1|3)\)$/ }).waitFor({ timeout: WAIT_MS });
+    expect(await checkoutKeyOf(page)).toBe(key);
+
     // The network is back; Pay again.
     await page.locator('input[type=range]').first().fill('0');
     await page.getByTestId('pay').click();
@@ -218,7 +260,9 @@ describe('one payment per checkout, whatever the person does', () => {
     expect((await attemptOutcomes(page)).at(-1)).toBe('replayed');
     await waitForCounts(page, { charges: 1, orders: 1, emails: 1 });
 
-    expectExactlyOnce(await settledDatabase(customer.api, key));
+    const database = await settledDatabase(customer.api, key);
+    expectExactlyOnce(database);
+    expect(page.url()).toContain(`/orders/${database.orders[0]?.id}`);
   }, 150_000);
 
   it('added latency: each attempt shows when it left the browser', async () => {

@@ -56,9 +56,14 @@ function read(): readonly CartItem[] {
   return cached.items;
 }
 
+/**
+ * Stores the cart. Emptying it keeps its id: only paying settles a cart. A cart emptied and
+ * filled again (in another tab, say) is still the one cart, whose checkouts the server
+ * pays once: a new id would leave a checkout of the old one open in another tab, payable
+ * again for the same items.
+ */
 function write(items: readonly CartItem[]) {
   if (items.length > 0) cartIntent().get();
-  else cartIntent().settle();
   localStorage.setItem(CART_KEY, JSON.stringify(items));
   for (const listener of listeners) listener();
 }

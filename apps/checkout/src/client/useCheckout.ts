@@ -21,6 +21,12 @@ export interface CheckoutState {
   /** Pay got another checkout to pay (a new card after a decline). */
   switchTo: (view: CheckoutView) => void;
   /**
+   * `true` while this page's Pay is out, or ended with its outcome unknown: the page stays
+   * on that checkout however the cart changes (in another tab, or as a paid cart settles),
+   * so what it says is about the payment that may have been made.
+   */
+  hold: (held: boolean) => void;
+  /**
    * The page shows an unpaid checkout of this browser's cart whose lines are no longer
    * the cart's (Back after adding to the cart, or the cart changed in another tab): Pay
    * pays the lines shown, not the cart.
@@ -47,6 +53,8 @@ export function useCheckout(): CheckoutState {
   /** Counts the page's visits to its link: each one without a checkout opens the cart's. */
   const [visit, setVisit] = useState(0);
   const [problem, setProblem] = useState<string | null>(null);
+  /** The cart's lines when Pay took hold of the checkout; null while Pay holds nothing. */
+  const heldItems = useRef<string | null>(null);
 
   // An empty `?checkout=` names none: the cart's checkout opens.
   const linkParam = useSearchParams().get('checkout') || null;
@@ -73,9 +81,21 @@ export function useCheckout(): CheckoutState {
   );
 
   const items = JSON.stringify(cart.items);
+  const itemsNow = useRef(items);
+  itemsNow.current = items;
+  const hold = useCallback((held: boolean) => {
+    if (held) {
+      heldItems.current = itemsNow.current;
+      return;
+    }
+    const before = heldItems.current;
+    heldItems.current = null;
+    // The cart changed while Pay held the checkout: open the cart's checkout now.
+    if (before !== null && before !== itemsNow.current) setVisit((count) => count + 1);
+  }, []);
   useEffect(() => {
-    // Not before the link was read (visit 0), nor while it names a checkout.
-    if (visit === 0 || linked !== null) return;
+    // Not before the link was read (visit 0), nor while it names a checkout or Pay holds it.
+    if (visit === 0 || linked !== null || heldItems.current !== null) return;
     const cartItems = JSON.parse(items) as typeof cart.items;
     // An emptied cart (just paid) keeps the page on its checkout.
     if (cartItems.length === 0) return;
@@ -116,6 +136,7 @@ export function useCheckout(): CheckoutState {
     checkout,
     problem: query.error?.message ?? problem ?? (empty ? 'The cart is empty.' : null),
     switchTo: show,
+    hold,
     cartChanged:
       checkout !== undefined &&
       checkout.status !== 'paid' &&

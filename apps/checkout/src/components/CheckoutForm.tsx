@@ -25,9 +25,12 @@ type PayError = TRPCClientErrorLike<AppRouter> | Error;
 export function CheckoutForm({
   checkout,
   switchTo,
+  hold,
 }: {
   checkout: CheckoutView | undefined;
   switchTo: (view: CheckoutView) => void;
+  /** Keeps the page on this checkout while its payment is out or its outcome unknown. */
+  hold: (held: boolean) => void;
 }) {
   const trpc = useTRPC();
   const client = useTRPCClient();
@@ -41,6 +44,8 @@ export function CheckoutForm({
   /** Set at once, where `paying` waits for a render: submits in one task send one Pay. */
   const submitting = useRef(false);
   const [error, setError] = useState<PayError | null>(null);
+  /** The order a Pay just paid, while the page moves to it: Pay stays gone meanwhile. */
+  const [opening, setOpening] = useState<string | null>(null);
 
   // Paid (here, in another tab or in another browser): what it bought leaves this browser's
   // cart, once (the cart then gets a new id, so no other tab removes it again).
@@ -49,23 +54,37 @@ export function CheckoutForm({
     if (paid && cart.items.length > 0 && isThisCart(paid.cartId)) cart.settlePaid(paid.lines);
   }, [paid, cart]);
 
+  // Another checkout shown (the cart changed, or another tab paid this one): an error of
+  // the last one's Pay no longer describes it.
+  const checkoutId = checkout?.id;
+  useEffect(() => {
+    if (checkoutId !== undefined && !submitting.current) setError(null);
+  }, [checkoutId]);
+
   const submit = async () => {
     if (!checkout || submitting.current) return;
     submitting.current = true;
     setPaying(true);
     setError(null);
+    hold(true);
+    let paidOrder: string | undefined;
     try {
       // The details go with the checkout; once a payment started they are frozen and this
       // changes nothing. After a decline, another card comes back as a new checkout.
-      const target = await client.checkout.prepare.mutate({
-        checkoutId: checkout.id,
-        email,
-        cardNumber,
-        simulate: {
-          crashAfterCharge: chaos.crashAfterCharge,
-          redeliverEvent: chaos.redeliverEvent,
-        },
-      });
+      const target = await client.checkout.prepare
+        .mutate({
+          checkoutId: checkout.id,
+          email,
+          cardNumber,
+          simulate: {
+            crashAfterCharge: chaos.crashAfterCharge,
+            redeliverEvent: chaos.redeliverEvent,
+          },
+        })
+        .catch((failure: unknown) => {
+          // Nothing is charged before Pay is sent: a lost answer here is no unknown outcome.
+          throw isOutcomeUnknown(failure) ? new PayNotSentError(failure as Error) : failure;
+        });
       if (target.id !== checkout.id) switchTo(target);
       const key = target.id;
       const calls = chaos.doubleClick ? 2 : 1;
@@ -89,14 +108,19 @@ export function CheckoutForm({
       }
       const result = answered.value;
       const already = !attemptLog.ranHere(key);
+      paidOrder = result.orderId;
+      setOpening(result.orderId);
       router.push(`/orders/${result.orderId}${already ? '?already=1' : ''}`);
       // Paid from a link in another browser, this browser's own cart is another one.
       if (isThisCart(target.cartId)) cart.settlePaid(target.lines);
     } catch (failure) {
       setError(failure as PayError);
+      // A decision (declined, refused, not sent) lets the page follow the cart again.
+      if (failure instanceof PayNotSentError || !isOutcomeUnknown(failure)) hold(false);
     } finally {
-      submitting.current = false;
-      setPaying(false);
+      // Paid: Pay stays disabled until the order's page replaces this one.
+      submitting.current = paidOrder !== undefined;
+      setPaying(paidOrder !== undefined);
       queryClient.invalidateQueries({ queryKey: trpc.checkout.pathKey() });
       queryClient.invalidateQueries({ queryKey: trpc.demo.pathKey() });
     }
@@ -126,6 +150,11 @@ export function CheckoutForm({
               <a href={`/checkout?checkout=${checkout.otherPayment.checkoutId}`}>Follow that one</a>
             </>
           )}
+        </div>
+      ) : opening ? (
+        <div className="notice ok" data-testid="paid-opening">
+          <strong>Paid.</strong> Opening order {shortKey(opening)}…{' '}
+          <Link href={`/orders/${opening}`}>See the order</Link>
         </div>
       ) : status === 'paid' && checkout?.orderId && !paying && !error ? (
         <div className="notice ok" data-testid="already-paid">
@@ -187,6 +216,14 @@ export function CheckoutForm({
   );
 }
 
+/** `checkout.prepare` got no answer: Pay was never sent, so nothing can have been charged. */
+class PayNotSentError extends Error {
+  override readonly name = 'PayNotSentError';
+  constructor(readonly failure: Error) {
+    super(failure.message, { cause: failure });
+  }
+}
+
 /** Of a double click's two failures, the one that says most: a decision beats "unknown". */
 function mostTelling(errors: PayError[]): PayError | undefined {
   return errors.find((error) => !isOutcomeUnknown(error)) ?? errors[0];
@@ -201,6 +238,15 @@ function PayErrorNotice({ error }: { error: PayError }) {
         <strong>Declined. </strong>
         {message} The shop stored this answer with the checkout: Pay again replays it, and nothing
         is charged. Another card number starts a new checkout for this cart.
+      </div>
+    );
+  }
+  if (error instanceof PayNotSentError) {
+    return (
+      <div className="notice bad" data-testid="pay-error" data-outcome="not-sent">
+        <strong>Not paid. </strong>
+        The shop could not be reached ({message.replace(/\.$/, '')}), so no payment was started and
+        nothing was charged. Check the connection and press Pay again.
       </div>
     );
   }

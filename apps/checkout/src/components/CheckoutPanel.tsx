@@ -8,7 +8,7 @@ import { WhatHappened } from './WhatHappened';
 
 /** The checkout page's client side: the checkout being paid, its form, chaos and panel. */
 export function CheckoutPanel() {
-  const { checkout, problem, switchTo, cartChanged } = useCheckout();
+  const { checkout, problem, switchTo, hold, cartChanged } = useCheckout();
   return (
     <>
       {cartChanged && (
@@ -24,7 +24,7 @@ export function CheckoutPanel() {
             note={problem ?? (checkout ? null : 'Opening the checkout…')}
             checkoutId={checkout?.id ?? null}
           />
-          <CheckoutForm checkout={checkout} switchTo={switchTo} />
+          <CheckoutForm checkout={checkout} switchTo={switchTo} hold={hold} />
           {checkout && (
             <p className="hint" data-testid="plain-checkout-link">
               <a href={`/checkout/plain?checkout=${checkout.id}`}>Pay without JavaScript</a>: the
