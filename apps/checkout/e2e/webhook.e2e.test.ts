@@ -87,6 +87,29 @@ describe('the payment webhook receiver, over HTTP against the running app', () =
     expect((await api.demo.checkout.query({ key: checkoutKey })).webhooks.confirmations).toBe(1);
   });
 
+  it('an event its tables cannot hold (an amount past integer, U+0000 in an id) is a stored 400, not a 500 on every delivery', async () => {
+    const api = apiClient();
+    const checkoutKey = `co_${randomUUID()}`;
+    const tooMuch = paymentSucceeded(checkoutKey, 2_147_483_648);
+    const nul = paymentSucceeded(checkoutKey, 100);
+    nul.data.chargeId = 'ch_\u0000x';
+    for (const event of [tooMuch, nul]) {
+      const first = await deliver(JSON.stringify(event));
+      expect(first.status).toBe(400);
+      expect(JSON.parse(first.text).error).toContain('printable ASCII');
+      const again = await deliver(JSON.stringify(event));
+      expect(again.status).toBe(400);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+    }
+    expect((await api.demo.checkout.query({ key: checkoutKey })).webhooks.confirmations).toBe(0);
+    // The panel's own query refuses such a key too, in words, without SQL.
+    const refused = await api.demo.checkout
+      .query({ key: 'co_\u0000x' })
+      .catch((error: Error) => error);
+    expect(refused).toBeInstanceOf(Error);
+    expect((refused as Error).message).toContain('printable ASCII');
+  });
+
   it('refuses unsigned, forged and stale deliveries with a 401 problem, and stores nothing under their event id', async () => {
     const api = apiClient();
     const checkoutKey = `co_${randomUUID()}`;

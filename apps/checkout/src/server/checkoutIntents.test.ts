@@ -109,6 +109,16 @@ for (const [name, open] of Object.entries(backends)) {
       });
     });
 
+    it('Pay before the details starts nothing: the checkout stays open for them, its cart free', async () => {
+      const checkout = await openCheckout(db, cart([tea], 'cart-early-pay'));
+      expect((await startPayment(db, checkout.id))?.status).toBe('open');
+      expect(await prepareCheckout(db, checkout.id, ada)).toMatchObject({
+        status: 'open',
+        email: 'ada@example.com',
+      });
+      expect((await startPayment(db, checkout.id))?.status).toBe('paying');
+    });
+
     it('after a decline the same card keeps the checkout, another card gets one new one', async () => {
       const declined = await openCheckout(db, cart([mug], 'cart-decline'));
       await prepareCheckout(db, declined.id, ada);
@@ -130,6 +140,7 @@ for (const [name, open] of Object.entries(backends)) {
       // An older cart version (Back) and the current one, both open.
       const older = await openCheckout(db, cart([mug], 'cart-once'));
       const current = await openCheckout(db, cart([mug, tea], 'cart-once'));
+      for (const { id } of [older, current]) await prepareCheckout(db, id, ada);
       const both = await Promise.allSettled([
         startPayment(db, older.id),
         startPayment(db, current.id),
@@ -158,6 +169,7 @@ for (const [name, open] of Object.entries(backends)) {
     it('a declined checkout leaves the cart to be paid through another', async () => {
       const first = await openCheckout(db, cart([tea], 'cart-after-decline'));
       const second = await openCheckout(db, cart([tea, mug], 'cart-after-decline'));
+      for (const { id } of [first, second]) await prepareCheckout(db, id, ada);
       await startPayment(db, first.id);
       await markCheckout(db, first.id, { status: 'declined' });
       expect((await startPayment(db, second.id))?.status).toBe('paying');

@@ -195,6 +195,8 @@ export async function startPayment(db: AppDatabase, id: string): Promise<Checkou
     if (target?.status !== 'open') return target;
     const other = otherPaymentIn(cart, id);
     if (other) throw new CartPaidElsewhereError(other.id, other.status);
+    // No details yet: Pay refuses it (428) and it stays open for `checkout.prepare`.
+    if (!target.email || !target.cardNumber) return target;
     // Locked and open: this update is the one that starts the payment.
     const [frozen] = await tx
       .update(checkouts)

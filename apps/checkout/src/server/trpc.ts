@@ -1,5 +1,6 @@
+import { isIdempotencyError } from '@idem/core';
 import { idempotencyContext, withIdempotencyErrorData } from '@idem/server';
-import { initTRPC } from '@trpc/server';
+import { initTRPC, type TRPCError } from '@trpc/server';
 import type { FetchCreateContextFnOptions } from '@trpc/server/adapters/fetch';
 import superjson from 'superjson';
 import { ZodError } from 'zod';
@@ -31,7 +32,7 @@ const t = initTRPC.context<Context>().create({
     return withIdempotencyErrorData(
       {
         ...shape,
-        message: validationMessage(error.cause) ?? shape.message,
+        message: validationMessage(error.cause) ?? (unexpected(error) ? UNEXPECTED : shape.message),
         data: {
           ...shape.data,
           declineCode: typeof declineCode === 'string' ? declineCode : null,
@@ -44,6 +45,22 @@ const t = initTRPC.context<Context>().create({
 
 export const router = t.router;
 export const publicProcedure = t.procedure;
+
+/** What the client reads of a failure nobody planned: the server's log has its words. */
+const UNEXPECTED = 'The server failed on this request; its log says why. Try again.';
+
+/**
+ * A 500 from a thrown error that is neither the app's own answer (a TRPCError it threw) nor
+ * idem's (its messages name no SQL): a driver's error, say, whose message quotes its query
+ * and parameters, which stay in the server's log.
+ */
+function unexpected(error: TRPCError): boolean {
+  return (
+    error.code === 'INTERNAL_SERVER_ERROR' &&
+    error.cause !== undefined &&
+    !isIdempotencyError(error.cause)
+  );
+}
 
 /**
  * An input the schema refused, in the words of the schema's own messages ("Enter an email

@@ -15,7 +15,17 @@ export function eventIdOf(body: unknown): string | undefined {
   return typeof id === 'string' ? id : undefined;
 }
 
-/** The body as a `payment.succeeded` event, or `undefined` when it is not one. */
+/** An id the shop stores as text: printable ASCII, as the provider's ids are. */
+const STORABLE_ID = /^[\x20-\x7e]{1,255}$/;
+
+/** The largest amount the shop's `integer` columns hold, in cents. */
+const MAX_CENTS = 2_147_483_647;
+
+/**
+ * The body as a `payment.succeeded` event, or `undefined` when it is not one, or holds
+ * what the shop's tables cannot (an id with U+0000, an amount past their `integer`): the
+ * receiver's 400, stored with the event's key, where the database would fail every delivery.
+ */
 export function parsePaymentEvent(body: unknown): PaymentSucceededEvent | undefined {
   const event = body as Partial<PaymentSucceededEvent> | null;
   const data = event?.data;
@@ -23,8 +33,11 @@ export function parsePaymentEvent(body: unknown): PaymentSucceededEvent | undefi
     typeof event?.id !== 'string' ||
     event.type !== 'payment.succeeded' ||
     typeof data?.chargeId !== 'string' ||
+    !STORABLE_ID.test(data.chargeId) ||
     typeof data.checkoutKey !== 'string' ||
-    !Number.isInteger(data.amountCents)
+    !STORABLE_ID.test(data.checkoutKey) ||
+    !Number.isSafeInteger(data.amountCents) ||
+    Math.abs(data.amountCents ?? 0) > MAX_CENTS
   ) {
     return undefined;
   }

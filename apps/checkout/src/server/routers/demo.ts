@@ -19,7 +19,11 @@ export const demoRouter = router({
    * for any browser that has the link: like the checkout, it is not tied to one session.
    */
   checkout: publicProcedure
-    .input(z.object({ key: z.string().min(1).max(255) }))
+    .input(
+      z.object({
+        key: z.string().regex(/^[\x20-\x7e]{1,255}$/, 'A key is 1–255 printable ASCII characters.'),
+      }),
+    )
     .query(async ({ ctx, input }) => {
       const { db, store } = ctx.runtime;
       const charges = await db

@@ -45,7 +45,15 @@ const receive = idempotentHandler(
     const event = parsePaymentEvent(await request.json());
     if (!event) {
       // Stored under the event id: the same delivery gets the same answer.
-      return Response.json({ error: 'Not a payment.succeeded event.' }, { status: 400 });
+      return Response.json(
+        {
+          error:
+            'Not a payment.succeeded event the shop can record: it needs string ids of 1–255 ' +
+            'printable ASCII characters (data.chargeId, data.checkoutKey) and data.amountCents, ' +
+            'an integer within ±2,147,483,647.',
+        },
+        { status: 400 },
+      );
     }
     const [confirmation] = await tx
       .insert(paymentConfirmations)
