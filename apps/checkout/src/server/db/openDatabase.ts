@@ -31,8 +31,10 @@ export async function openDatabase(): Promise<OpenDatabase> {
       import('postgres'),
       import('drizzle-orm/postgres-js'),
     ]);
-    // Notices ("relation already exists, skipping") are start-up noise, not news.
-    const client = postgres(url, { max: 10, onnotice: () => {} });
+    // Notices ("relation already exists, skipping") are start-up noise, not news. No
+    // array-type query on each new connection: postgres.js 3.4.9 leaves its failure (a
+    // backend killed while the connection opens) unhandled, which ends the process.
+    const client = postgres(url, { max: 10, onnotice: () => {}, fetch_types: false });
     return {
       db: drizzle(client),
       description: `Postgres at ${redact(url)}`,
