@@ -369,6 +369,27 @@ for (const backend of backends) {
 }
 
 describe('idempotentHandler without a database', () => {
+  it('a key() that reads the JSON body finds none in a body sent as text: the 400 says why', async () => {
+    const handler = idempotentHandler(
+      {
+        store: memoryStore(),
+        scope: () => 'provider:acme',
+        key: ({ json }) => (json as { id?: string } | undefined)?.id,
+      },
+      () => Response.json({ ok: true }),
+    );
+    const event = JSON.stringify({ id: `evt_${randomUUID()}` });
+    const asText = await handler(post('/api/webhooks', event, { 'content-type': 'text/plain' }));
+    expect(asText.status).toBe(400);
+    const problem = (await asText.json()) as { code: string; reason: string; detail: string };
+    expect(problem).toMatchObject({ code: 'INVALID_KEY', reason: 'missing' });
+    expect(problem.detail).toContain('its Content-Type is not JSON');
+    expect((await handler(post('/api/webhooks', event))).status).toBe(200);
+    // A JSON body without the id: the usual words, nothing about the Content-Type.
+    const noId = await handler(post('/api/webhooks', '{}'));
+    expect(((await noId.json()) as { detail: string }).detail).not.toContain('Content-Type');
+  });
+
   it('a URL path too long to store in the scope is a 400 that blames the route and quotes only its start', async () => {
     let runs = 0;
     const handler = idempotentHandler({ store: memoryStore(), scope: () => 'user:ann' }, () => {

@@ -212,7 +212,13 @@ async function keyedCallOf(
   }
   if (key === undefined) {
     if (!required) return await handling.run(body, undefined);
-    throw missingKey('request');
+    // key() reads `json`, which only a JSON body has: say so where that may be why.
+    throw missingKey(
+      'request',
+      options.key && json === undefined
+        ? ' (key() found none: this body was not read as JSON, as its Content-Type is not JSON)'
+        : '',
+    );
   }
   const method = request.method.toUpperCase();
   const route = handling.routeOf(request);
