@@ -80,6 +80,32 @@ describe('the cart', () => {
     expect(charges).toHaveLength(0);
   });
 
+  it('Pay before the card details is refused and released: the panel says the key is free, and the checkout still pays', async () => {
+    const { api } = await shopper({ fill: false });
+    const checkout = await api.checkout.open.mutate({
+      cartId: `cart-early-${Date.now()}`,
+      items: [{ productId: 'mug', quantity: 1 }],
+    });
+    await expect(api.checkout.pay.mutate({ checkoutId: checkout.id })).rejects.toThrow(
+      /Set the email and card first/,
+    );
+    expect((await api.demo.checkout.query({ key: checkout.id })).key).toMatchObject({
+      status: 'in_progress',
+      leaseEnded: true,
+    });
+    await api.checkout.prepare.mutate({
+      checkoutId: checkout.id,
+      email: 'ada@example.com',
+      cardNumber: '4242 4242 4242 4242',
+      simulate: { crashAfterCharge: false, redeliverEvent: false },
+    });
+    const paid = await api.checkout.pay.mutate({ checkoutId: checkout.id });
+    expect(paid.checkoutKey).toBe(checkout.id);
+    const { charges, key } = await api.demo.checkout.query({ key: checkout.id });
+    expect(charges).toHaveLength(1);
+    expect(key).toMatchObject({ status: 'completed', leaseEnded: false, attempts: 2 });
+  });
+
   it('the header’s Checkout leaves a linked checkout for the cart’s own', async () => {
     const { page } = await shopper();
     await page.goto('/checkout?checkout=co_00000000-0000-4000-8000-000000000000');

@@ -142,7 +142,10 @@ export function WhatHappened({ checkoutKey }: { checkoutKey: string | null }) {
 
       {data?.key && (
         <p className="keyline" data-testid="key-record">
-          Key record on the server: <strong>{data.key.status.replace('_', ' ')}</strong> · claimed{' '}
+          Key record on the server: <strong>{data.key.status.replace('_', ' ')}</strong>
+          {data.key.leaseEnded &&
+            ', its lease over (released, or its holder stopped): the next Pay takes it over'}{' '}
+          · claimed{' '}
           {data.key.attempts === 1
             ? 'once'
             : `${data.key.attempts}× (taken over ${data.key.attempts - 1}× after a lease ran out)`}{' '}

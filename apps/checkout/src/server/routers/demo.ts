@@ -80,6 +80,9 @@ export const demoRouter = router({
         key: keyRecord
           ? {
               status: keyRecord.status,
+              // In progress with its lease over: released (a refusal), or its holder died.
+              leaseEnded:
+                keyRecord.status === 'in_progress' && (keyRecord.lockedUntil ?? 0) <= Date.now(),
               version: keyRecord.version,
               attempts: keyRecord.attempts,
               recoveryPoints: Object.keys(keyRecord.steps).sort(),
