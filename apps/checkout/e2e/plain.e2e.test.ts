@@ -170,6 +170,27 @@ describe('the plain checkout, JavaScript off', () => {
     expect((await expectPaidOnce(key)).charged[0]?.requests).toBe(1);
   });
 
+  it('a paid checkout sent again with other details says it was already submitted, never "not paid"', async () => {
+    const page = await plainPage();
+    const key = await openPlainCheckout(page);
+    await page.locator('input[name=email]').fill('bob@example.com');
+    await page.getByTestId('pay').click();
+    await confirmationOf(page);
+
+    // The link again later: the form holds its defaults, not bob's address.
+    await page.goto(`/checkout/plain?checkout=${key}`);
+    await page.getByTestId('plain-already-paid').waitFor({ timeout: WAIT_MS });
+    await page.getByTestId('pay').click();
+    const refused = page.getByTestId('plain-error');
+    await refused.waitFor({ timeout: WAIT_MS });
+    expect(await refused.getAttribute('data-code')).toBe('KEY_MISMATCH');
+    expect(await refused.textContent()).toMatch(/^Already submitted\./);
+    expect(await refused.textContent()).not.toMatch(/not paid/i);
+    await refused.getByRole('link', { name: 'See how this checkout stands' }).click();
+    await page.getByTestId('plain-already-paid').waitFor({ timeout: WAIT_MS });
+    expect((await expectPaidOnce(key)).charged[0]?.requests).toBe(1);
+  });
+
   it('two tabs of the same cart: one checkout, both submitted at once, one payment', async () => {
     const first = await plainPage();
     const second = await first.context().newPage();

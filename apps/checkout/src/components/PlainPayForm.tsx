@@ -122,12 +122,17 @@ function CheckoutNotice({
 }
 
 /** What a person reads for idem's refusals of the pay form (the others keep idem's message). */
-const REFUSALS: Partial<Record<string, string>> = {
-  KEY_MISMATCH:
-    'This checkout was already submitted with other details (another card or email), so ' +
-    'it keeps the answer it got then and cannot be paid with these.',
-  REQUEST_IN_PROGRESS:
-    'A payment of this checkout is still running. Reload in a moment: it shows how it ended.',
+const REFUSALS: Partial<Record<string, { title: string; text: string }>> = {
+  KEY_MISMATCH: {
+    title: 'Already submitted.',
+    text:
+      'This checkout was submitted before with other details (another card or email), so ' +
+      'these were not used: its first submission decides, and nothing more is charged.',
+  },
+  REQUEST_IN_PROGRESS: {
+    title: 'Still running.',
+    text: 'A payment of this checkout has not finished yet. Reload in a moment: it shows how it ended.',
+  },
 };
 
 function StateNotice({ state, checkoutId }: { state: PlainPayAnswer; checkoutId: string }) {
@@ -147,19 +152,21 @@ function StateNotice({ state, checkoutId }: { state: PlainPayAnswer; checkoutId:
           {state.message}
         </p>
       );
-    case 'refused':
+    case 'refused': {
+      // Never "not paid": a refusal says nothing of how the checkout's payment ended (a
+      // KEY_MISMATCH may follow one that charged). Its page does: the link opens it again.
+      const refusal = REFUSALS[state.code] ?? {
+        title: 'No answer for this submission.',
+        text: `${state.message} Nothing is charged twice: the checkout's page says how its payment stands.`,
+      };
       return (
         <p className="notice warn" data-testid="plain-error" data-code={state.code}>
-          <strong>Not paid. </strong>
-          {REFUSALS[state.code] ?? state.message}
-          {state.code === 'KEY_MISMATCH' && (
-            <>
-              {' '}
-              <a href={`/checkout/plain?checkout=${checkoutId}&retry=1`}>Open a new checkout</a>
-            </>
-          )}
+          <strong>{refusal.title} </strong>
+          {refusal.text}{' '}
+          <a href={`/checkout/plain?checkout=${checkoutId}`}>See how this checkout stands</a>
         </p>
       );
+    }
     default:
       return null;
   }
