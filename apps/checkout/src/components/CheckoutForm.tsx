@@ -68,6 +68,7 @@ export function CheckoutForm({
     setError(null);
     hold(true);
     let paidOrder: string | undefined;
+    let paySent = false;
     try {
       // The details go with the checkout; once a payment started they are frozen and this
       // changes nothing. After a decline, another card comes back as a new checkout.
@@ -90,6 +91,7 @@ export function CheckoutForm({
       const calls = chaos.doubleClick ? 2 : 1;
       const chaosInWords = describeChaos(chaos);
       // A double click: two calls at once, each with its own retries, one key.
+      paySent = true;
       const answers = await Promise.allSettled(
         Array.from({ length: calls }, () => {
           const context: PayContext = {
@@ -115,8 +117,10 @@ export function CheckoutForm({
       if (isThisCart(target.cartId)) cart.settlePaid(target.lines);
     } catch (failure) {
       setError(failure as PayError);
-      // A decision (declined, refused, not sent) lets the page follow the cart again.
-      if (failure instanceof PayNotSentError || !isOutcomeUnknown(failure)) hold(false);
+      // Pay never sent, or declined (settled: another card is another checkout): the page
+      // follows the cart again. Any other answer keeps it on this checkout, whose notice
+      // says what became of it (paid or being paid through another checkout, say).
+      if (!paySent || declined(failure)) hold(false);
     } finally {
       // Paid: Pay stays disabled until the order's page replaces this one.
       submitting.current = paidOrder !== undefined;
@@ -214,6 +218,10 @@ export function CheckoutForm({
       {error && <PayErrorNotice error={error} />}
     </div>
   );
+}
+
+function declined(error: unknown): boolean {
+  return (error as { data?: { code?: string } } | null)?.data?.code === 'PAYMENT_REQUIRED';
 }
 
 /** `checkout.prepare` got no answer: Pay was never sent, so nothing can have been charged. */

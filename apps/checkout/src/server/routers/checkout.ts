@@ -115,6 +115,15 @@ export const checkoutRouter = router({
     // checkout. A link to no checkout is refused here, and stores nothing.
     .use(async ({ ctx, input, next }) => {
       const owner = found(await checkoutOwner(ctx.runtime.db, input.checkoutId), input.checkoutId);
+      // Another checkout of the cart being paid: refused before a key is claimed, so this
+      // checkout's key stays unused (the lock in startPayment still decides a race).
+      const view = await findCheckoutView(ctx.runtime.db, input.checkoutId);
+      if (view?.status === 'open' && view.otherPayment?.status === 'paying') {
+        throw new TRPCError({
+          code: 'PRECONDITION_REQUIRED',
+          message: new CartPaidElsewhereError(view.otherPayment.checkoutId, 'paying').message,
+        });
+      }
       return next({ ctx: { owner } });
     })
     .use(
