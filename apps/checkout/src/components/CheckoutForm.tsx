@@ -265,7 +265,8 @@ function PayErrorNotice({ error }: { error: PayError }) {
         No answer came back ({message.replace(/\.$/, '')}): the card may have been charged and the
         order placed, or not. Pay again finds out: it sends the same checkout key, so it gets the
         stored result of a payment that went through, or makes the one payment, and never charges
-        twice.
+        twice. That payment keeps the card and email it started with: what is typed here now is not
+        used for it.
       </div>
     );
   }

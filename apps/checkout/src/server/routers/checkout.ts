@@ -215,20 +215,24 @@ export const checkoutRouter = router({
     }),
 
   /** An order by id, for its page in any browser: the order id is the link's secret. */
-  order: publicProcedure.input(z.object({ orderId: z.uuid() })).query(async ({ ctx, input }) => {
-    const [order] = await ctx.runtime.db
-      .select({
-        id: orders.id,
-        checkoutKey: orders.checkoutKey,
-        email: orders.email,
-        totalCents: orders.totalCents,
-        lines: orders.lines,
-        createdAt: orders.createdAt,
-      })
-      .from(orders)
-      .where(eq(orders.id, input.orderId));
-    return order ?? null;
-  }),
+  order: publicProcedure
+    .input(
+      z.object({ orderId: z.uuid('An order id looks like 42fb7197-d307-4269-aac1-7d669d617c65.') }),
+    )
+    .query(async ({ ctx, input }) => {
+      const [order] = await ctx.runtime.db
+        .select({
+          id: orders.id,
+          checkoutKey: orders.checkoutKey,
+          email: orders.email,
+          totalCents: orders.totalCents,
+          lines: orders.lines,
+          createdAt: orders.createdAt,
+        })
+        .from(orders)
+        .where(eq(orders.id, input.orderId));
+      return order ?? null;
+    }),
 });
 
 /**
