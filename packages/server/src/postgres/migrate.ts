@@ -1,13 +1,15 @@
 import { sql } from 'drizzle-orm';
 import { pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { transactionOnItsConnection } from './driverEnd.js';
 import { type BundledMigration, migrations as bundledMigrations } from './migrations.generated.js';
+import { hearCheckedOutErrors } from './nodePostgresClient.js';
 import type { PgDatabaseLike } from './PgDatabaseLike.js';
 
 /**
  * The advisory lock that serialises `migrate()` across processes: "idem" in ASCII.
  * Transaction-scoped, so a crashed migrator can never leave it held.
  */
-const MIGRATION_LOCK_ID = 0x6964656d;
+export const MIGRATION_LOCK_ID = 0x6964656d;
 
 /** Which migrations a database has had; kept apart from the app's own drizzle journal. */
 const appliedMigrations = pgTable('idem_migrations', {
@@ -48,7 +50,12 @@ export async function migrateWith(
   db: PgDatabaseLike,
   migrations: readonly BundledMigration[],
 ): Promise<MigrateResult> {
-  return db.transaction(async (tx) => {
+  // On its own connection's terms: a connection killed under it rejects the call, and the
+  // driver is never let to send the ROLLBACK to the closed socket (which ends a postgres.js
+  // process from a timer, past any try/catch of the caller's).
+  // And on a node-postgres pool, the client it runs on is heard when its connection fails.
+  hearCheckedOutErrors(db);
+  return transactionOnItsConnection(db, async (tx) => {
     // First, before reading anything: whoever waits here reads the winner's commit next,
     // because each statement of a READ COMMITTED transaction takes a fresh snapshot.
     await tx.execute(sql.raw(`select pg_advisory_xact_lock(${MIGRATION_LOCK_ID})`));

@@ -64,6 +64,14 @@ const ignoreCheckedOutError = () => {};
  */
 export function checkTransactionsOn(db: PgDatabaseLike, what: string): void {
   refuseOneNodePostgresConnection(db, what);
+  hearCheckedOutErrors(db);
+}
+
+/**
+ * On a node-postgres `Pool`, gives every client it hands out a listener for its `error`
+ * event (see {@link checkTransactionsOn}); anything else is left as it is.
+ */
+export function hearCheckedOutErrors(db: PgDatabaseLike): void {
   const pool: unknown = (db as { $client?: unknown }).$client;
   if (typeof pool !== 'object' || pool === null || !isNodePostgresPool(pool)) return;
   if (guarded.has(pool)) return;
