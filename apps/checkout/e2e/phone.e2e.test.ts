@@ -66,5 +66,10 @@ describe('at 390 px', () => {
     await page.goto('/orders/00000000-0000-4000-8000-000000000000');
     await page.getByTestId('no-order').waitFor({ timeout: WAIT_MS });
     await fitsThePhone(page, 'no-order');
+    await page.goto('/orders/not-a-uuid');
+    await page
+      .getByTestId('no-order')
+      .getByText('An order id looks like')
+      .waitFor({ timeout: WAIT_MS });
   });
 });
