@@ -6,13 +6,13 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CartPaidElsewhereError,
-  checkoutOwner,
   findCheckout,
   findCheckoutView,
   markCheckout,
   notePayKeyScope,
   openCheckout,
   type PaymentDetails,
+  payGate,
   prepareCheckout,
   startPayment,
 } from './checkoutIntents';
@@ -178,7 +178,7 @@ for (const [name, open] of Object.entries(backends)) {
 
     it('a checkout belongs to the session that opened it, and keeps its first Pay key scope', async () => {
       const checkout = await openCheckout(db, cart([mug], 'cart-owner'));
-      expect(await checkoutOwner(db, checkout.id)).toBe('session-1');
+      expect((await payGate(db, checkout.id))?.owner).toBe('session-1');
       expect(checkout.payKeyScope).toBeNull();
       await notePayKeyScope(db, checkout.id, 'session:session-1/checkout.pay');
       await notePayKeyScope(db, checkout.id, 'another/checkout.pay');
@@ -190,7 +190,7 @@ for (const [name, open] of Object.entries(backends)) {
     it('an unknown checkout is undefined, not an error', async () => {
       expect(await prepareCheckout(db, `co_${randomUUID()}`, ada)).toBeUndefined();
       expect(await startPayment(db, `co_${randomUUID()}`)).toBeUndefined();
-      expect(await checkoutOwner(db, `co_${randomUUID()}`)).toBeUndefined();
+      expect(await payGate(db, `co_${randomUUID()}`)).toBeUndefined();
     });
   });
 }

@@ -208,15 +208,25 @@ export async function startPayment(db: AppDatabase, id: string): Promise<Checkou
 }
 
 /**
- * The shopper a checkout belongs to: the browser session that opened it. Its payment is
- * that shopper's, whichever browser holds the link and presses Pay.
+ * What Pay reads before it claims a key, in one statement: the shopper the checkout belongs
+ * to (the browser session that opened it: its payment is that shopper's, whichever browser
+ * holds the link and presses Pay), and, while it is open, another checkout of its cart
+ * being paid (`CartPaidElsewhereError`), which refuses Pay without a key. `startPayment`'s
+ * lock still decides a race.
  */
-export async function checkoutOwner(db: AppDatabase, id: string): Promise<string | undefined> {
-  const [row] = await db
-    .select({ sessionId: checkouts.sessionId })
-    .from(checkouts)
-    .where(eq(checkouts.id, id));
-  return row?.sessionId;
+export async function payGate(
+  db: AppDatabase,
+  id: string,
+): Promise<{ owner: string; payingElsewhere: CartPaidElsewhereError | undefined } | undefined> {
+  const cart = await cartCheckouts(db, id, false);
+  const row = cart.find((checkout) => checkout.id === id);
+  if (!row) return undefined;
+  const other = row.status === 'open' ? otherPaymentIn(cart, id) : undefined;
+  return {
+    owner: row.sessionId,
+    payingElsewhere:
+      other?.status === 'paying' ? new CartPaidElsewhereError(other.id, 'paying') : undefined,
+  };
 }
 
 /** Notes the scope idem keeps the checkout's Pay key under (once: it never changes). */

@@ -15,11 +15,7 @@ import {
   type KeyedContext,
 } from '../adapter/createKeyedRunner.js';
 import { DEFAULT_ERROR_DOCS_URL } from '../adapter/errorDocs.js';
-import {
-  type Fingerprinted,
-  fingerprintWithin,
-  notFingerprinted,
-} from '../adapter/fingerprintWithin.js';
+import { fingerprintWithin, notFingerprinted } from '../adapter/fingerprintWithin.js';
 import type { OptionalIf } from '../adapter/KeyedOptions.js';
 import { missingKey } from '../adapter/missingKey.js';
 import { refusalOf, STORE_FAILED } from '../adapter/refusals.js';
@@ -230,18 +226,18 @@ async function keyedCallOf(
   // Key order in a JSON body does not matter, a number counts by its literal's value; any
   // other body counts byte for byte. The query counts unless the route says not.
   const query = handling.fingerprintQuery ? canonicalQuery(request.url) : undefined;
-  let fingerprinted: Fingerprinted;
+  let exactBody: unknown;
   try {
     // Reading the body's numbers exactly refuses nesting past 1,000 levels, as below.
-    const exactBody = json !== undefined ? { json: exactJson(text, json) } : encodeBody(bytes);
-    fingerprinted = fingerprintWithin(
-      { method, route, ...(query && { query }), body: exactBody },
-      'the request body',
-      { outerLevels: 2 },
-    );
+    exactBody = json !== undefined ? { json: exactJson(text, json) } : encodeBody(bytes);
   } catch (error) {
-    fingerprinted = notFingerprinted(error, 'the request body');
+    return refusalResponse(notFingerprinted(error, 'the request body').refusal, handling.docsUrl);
   }
+  const fingerprinted = fingerprintWithin(
+    { method, route, ...(query && { query }), body: exactBody },
+    'the request body',
+    { outerLevels: 2 },
+  );
   if (!fingerprinted.ok) return refusalResponse(fingerprinted.refusal, handling.docsUrl);
   return { scope, key, fingerprint: await fingerprinted.fingerprint, signal: body.signal };
 }

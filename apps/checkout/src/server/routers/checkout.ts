@@ -6,11 +6,11 @@ import { MAX_LINES, MAX_QUANTITY, quantitiesByProduct } from '../../cartLimits';
 import {
   CartPaidElsewhereError,
   type CheckoutRow,
-  checkoutOwner,
   findCheckoutView,
   markCheckout,
   notePayKeyScope,
   openCheckout,
+  payGate,
   prepareCheckout,
   startPayment,
   toView,
@@ -112,19 +112,12 @@ export const checkoutRouter = router({
   pay: publicProcedure
     .input(z.object({ checkoutId }))
     // Whose payment this is, before anything is claimed: the shopper who opened the
-    // checkout. A link to no checkout is refused here, and stores nothing.
+    // checkout. A link to no checkout is refused here, and stores nothing; so is Pay while
+    // another checkout of the cart is being paid, so this checkout's key stays unused.
     .use(async ({ ctx, input, next }) => {
-      const owner = found(await checkoutOwner(ctx.runtime.db, input.checkoutId), input.checkoutId);
-      // Another checkout of the cart being paid: refused before a key is claimed, so this
-      // checkout's key stays unused (the lock in startPayment still decides a race).
-      const view = await findCheckoutView(ctx.runtime.db, input.checkoutId);
-      if (view?.status === 'open' && view.otherPayment?.status === 'paying') {
-        throw new TRPCError({
-          code: 'PRECONDITION_REQUIRED',
-          message: new CartPaidElsewhereError(view.otherPayment.checkoutId, 'paying').message,
-        });
-      }
-      return next({ ctx: { owner } });
+      const gate = found(await payGate(ctx.runtime.db, input.checkoutId), input.checkoutId);
+      if (gate.payingElsewhere) throw cartRefusal(gate.payingElsewhere);
+      return next({ ctx: { owner: gate.owner } });
     })
     .use(
       idempotent({
@@ -245,12 +238,17 @@ async function payable(db: AppDatabase, id: string): Promise<CheckoutRow | undef
     return await startPayment(db, id);
   } catch (error) {
     if (!(error instanceof CartPaidElsewhereError)) throw error;
-    throw new TRPCError({
-      code: error.status === 'paid' ? 'CONFLICT' : 'PRECONDITION_REQUIRED',
-      message: error.message,
-      cause: error,
-    });
+    throw cartRefusal(error);
   }
+}
+
+/** A cart paid (stored with the key: 409) or being paid (released: 428) through another checkout. */
+function cartRefusal(error: CartPaidElsewhereError): TRPCError {
+  return new TRPCError({
+    code: error.status === 'paid' ? 'CONFLICT' : 'PRECONDITION_REQUIRED',
+    message: error.message,
+    cause: error,
+  });
 }
 
 async function priceCart(db: AppDatabase, items: z.infer<typeof cartItems>): Promise<OrderLine[]> {
